@@ -1,0 +1,38 @@
+"""Repository-wide pytest configuration.
+
+Enables the harness plug-in (encoder selection, verdict matrix) and registers
+the Hypothesis profiles:
+
+* ``dev``      - fast default, random;
+* ``ci``       - derandomized, chosen automatically when ``CI`` is set;
+* ``thorough`` - 1000 examples per spec.
+
+Choose with ``--hypothesis-profile NAME`` or ``POSENC_HYPOTHESIS_PROFILE=NAME``.
+"""
+
+import torch
+from hypothesis import HealthCheck, register_random, settings
+
+pytest_plugins = ["posenc.pytest_plugin"]
+
+_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=15, **_COMMON)
+settings.register_profile("ci", max_examples=15, derandomize=True, **_COMMON)
+settings.register_profile("thorough", max_examples=1000, **_COMMON)
+
+
+class _TorchRandom:
+    """torch's global RNG, seeded and restored by Hypothesis like ``random``."""
+
+    def seed(self, seed):
+        torch.manual_seed(seed)
+
+    def getstate(self):
+        return torch.random.get_rng_state()
+
+    def setstate(self, state):
+        torch.random.set_rng_state(state)
+
+
+TORCH_RANDOM = _TorchRandom()
+register_random(TORCH_RANDOM)

@@ -1,0 +1,56 @@
+"""Input validation shared by every encoder.
+
+Each check raises ``TypeError`` or ``ValueError`` whose message names the
+limit that was broken, so a user never gets silent garbage.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def require_float(x: torch.Tensor, what: str = "input") -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{what} must have a floating-point dtype (float16, bfloat16, float32 or float64), "
+            f"got {x.dtype}"
+        )
+
+
+def require_rank(x: torch.Tensor, rank: int, layout: str, what: str = "input") -> None:
+    if x.dim() != rank:
+        raise ValueError(
+            f"{what} must have rank {rank} with layout {layout}, got rank {x.dim()} "
+            f"with shape {tuple(x.shape)}"
+        )
+
+
+def require_last_dim(x: torch.Tensor, size: int, name: str, what: str = "input") -> None:
+    if x.shape[-1] != size:
+        raise ValueError(
+            f"{what} last dimension must equal {name}={size}, got {x.shape[-1]} "
+            f"(shape {tuple(x.shape)})"
+        )
+
+
+def require_even(value: int, name: str) -> None:
+    if value <= 0 or value % 2 != 0:
+        raise ValueError(f"{name} must be a positive even number (rotations act on pairs), got {value}")
+
+
+def require_divisible(d_model: int, n_heads: int) -> int:
+    if n_heads <= 0:
+        raise ValueError(f"n_heads must be positive, got {n_heads}")
+    if d_model % n_heads != 0:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by n_heads={n_heads}; "
+            f"head_dim = d_model / n_heads must be an integer"
+        )
+    return d_model // n_heads
+
+
+def require_positive(value: float, name: str) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value}")

@@ -1,0 +1,61 @@
+"""The claim catalogue's IDs (``specs/claims.md``) and the harness's claim-violation error.
+
+ROPE-10 has two parts in the catalogue; they are tracked as ROPE-10a
+(mathematical) and ROPE-10b (empirical).
+"""
+
+from __future__ import annotations
+
+# Not a catalogue claim: the calling contract every encoder must honour
+# (shape, dtype and device preserved; bad input rejected with a clear error).
+CONTRACT = "contract"
+
+CLAIMS: dict[str, str] = {
+    "ABS-1": "learnable: x + E[p], max_len × d trainable parameters",
+    "ABS-2": "learnable past max_len: clear error",
+    "ABS-3": "sinusoidal formula, deterministic, no parameters, values in [-1, 1]",
+    "ABS-4": "sinusoidal defined for any length",
+    "ABS-5": "absolute encodings express relative position poorly",
+    "ABS-6": "learnable memory grows with max_len; sinusoidal is low",
+    "ROPE-1": "pairs rotated by m·θ_i (2×2 matrix = complex multiplication)",
+    "ROPE-2": "θ_i = base^(-2i/d)",
+    "ROPE-3": "norm preservation",
+    "ROPE-4": "⟨R_m q, R_n k⟩ depends only on m − n",
+    "ROPE-5": "no trainable parameters",
+    "ROPE-6": "V is not rotated",
+    "ROPE-7": "every head rotated with the same head_dim angles",
+    "ROPE-8": "complex multiplication = real rotation",
+    "ROPE-9": "sin/cos caching changes no result, also past the cache",
+    "ROPE-10a": "ROPE-3/ROPE-4 hold at positions 10^4 … 10^6",
+    "ROPE-10b": "trained at L, loss kept at 2L, 4L, 8L",
+    "ROPE-11": "suits fp16 / mixed precision",
+    "ROPE-12": "overhead relatively small; efficient for long sequences",
+    "ROPE-13": "concatenated output layout = formula up to a fixed permutation",
+    "ROPE-14": "linear position scaling = RoPE at p / s",
+    "ATT-1": "equals plain attention on rotated q, k and unrotated v",
+    "ATT-2": "scores scaled by 1/√d_k, softmax rows sum to 1",
+    "ATT-3": "causal mask: no dependence on later tokens",
+    "ATT-4": "shifting all positions leaves attention unchanged",
+    "ATT-5": "d_model not divisible by heads: clear error",
+    "LIN-1": "linear attention costs O(n) in time and memory",
+    "LIN-2": "linear attention keeps RoPE's position awareness (ATT-4)",
+    "HYB-1": "hybrid inherits ABS-2 and loses ATT-4",
+    "DYN-1": "dynamic accepts non-contiguous explicit positions",
+    "DYN-2": "dynamic learns a position scale (gets gradient)",
+    "DYN-3": "dynamic mixes 0.7 : 0.3; at scale 1 equals the base",
+    "PERF-1": "forward time: learnable < sinusoidal < RoPE (V100 ms)",
+    "PERF-2": "memory: learnable 3.8 MB, sinusoidal 0.2 MB, RoPE 1.5 MB",
+}
+
+
+class ClaimViolation(AssertionError):
+    """Raised by a spec when an encoder does not satisfy a claim.
+
+    The only exception a declared refutation accepts: any other exception is a crash.
+    """
+
+    def __init__(self, encoder: str, claim: str, message: str, **details):
+        self.encoder, self.claim, self.details = encoder, claim, details
+        lines = [f"[{claim}] {encoder}: {message}"]
+        lines += [f"  {key}: {value}" for key, value in details.items()]
+        super().__init__("\n".join(lines))

@@ -1,0 +1,89 @@
+"""Explicit token positions and rotation angles, shared by every encoder.
+
+Positions are given either as a start ``offset`` (KV-cache decoding: token ``j``
+sits at ``offset + j``) or as an explicit tensor of shape ``(seq,)`` or
+``(batch, seq)``. Angles ``p · θ_i`` are always formed in float32 or wider:
+float64 inputs get float64 angles, every other float dtype gets float32.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import require_positive
+
+
+def angle_dtype(input_dtype: torch.dtype) -> torch.dtype:
+    """The dtype in which angles are formed for an input of ``input_dtype``."""
+    return torch.float64 if input_dtype == torch.float64 else torch.float32
+
+
+def inverse_frequencies(
+    rotary_dim: int, base: float = 10000.0, *, dtype=torch.float32, device=None
+) -> torch.Tensor:
+    """``θ_i = base^(-2i/rotary_dim)`` for ``i = 0 … rotary_dim/2 - 1``, computed in float64."""
+    require_positive(base, "base")
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
+    return (base ** -exponents).to(dtype=dtype, device=device)
+
+
+def resolve_positions(
+    batch: int,
+    seq_len: int,
+    positions: torch.Tensor | None,
+    offset: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Return positions of shape ``(1 or batch, seq_len)``.
+
+    Integer positions stay int64; float positions (a learned scale) keep their
+    dtype and their autograd graph.
+    """
+    if positions is None:
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+        if offset < 0:
+            raise ValueError(f"offset must be non-negative, got {offset}")
+        return torch.arange(offset, offset + seq_len, device=device).unsqueeze(0)
+    if offset != 0:
+        raise ValueError("give either positions or offset, not both")
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"positions must be integer or real floating point, got {positions.dtype}")
+    if positions.dim() == 1:
+        positions = positions.unsqueeze(0)
+    if positions.dim() != 2 or positions.shape[1] != seq_len or positions.shape[0] not in (1, batch):
+        raise ValueError(
+            f"positions must have shape (seq,)=({seq_len},) or (batch, seq)=({batch}, {seq_len}), "
+            f"got {tuple(positions.shape)}"
+        )
+    if positions.numel() and bool((positions < 0).any()):
+        raise ValueError(f"positions must be non-negative, got minimum {positions.min().item()}")
+    return positions.to(device)
+
+
+def rotation_angles(
+    positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype, scaling_factor: float = 1.0
+) -> torch.Tensor:
+    """Angles ``(p / scaling_factor) · θ_i`` of shape ``positions.shape + (len(θ),)``, in ``dtype``."""
+    p = positions.to(dtype)
+    if scaling_factor != 1.0:
+        p = p / scaling_factor
+    return p.unsqueeze(-1) * inv_freq.to(device=p.device, dtype=dtype)
+
+
+class FrequencyModule(nn.Module):
+    """Base for modules with an ``inv_freq`` buffer that stays float64 through ``.to(dtype)``."""
+
+    def _init_frequencies(self, dim: int, base: float) -> None:
+        self._frequency_args = (dim, base)
+        self.register_buffer("inv_freq", inverse_frequencies(dim, base, dtype=torch.float64), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        super()._apply(fn, *args, **kwargs)
+        if self.inv_freq.dtype != torch.float64:
+            dim, base = self._frequency_args
+            self.inv_freq = inverse_frequencies(dim, base, dtype=torch.float64, device=self.inv_freq.device)
+        return self

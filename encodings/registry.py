@@ -1,0 +1,221 @@
+"""The encoder registry: one typed record per encoder drives every spec.
+
+A record says how to build the encoder, how to call it, what it is (kind,
+source), the float64 geometry its rotation must reproduce, its tolerances per
+dtype, and, for **every** claim in :data:`posenc.claims.CLAIMS`, a declared
+verdict: it holds, it is refuted (a strict expected failure, optionally aimed
+at named specs), or it does not apply. Leaving a claim undeclared is an error.
+
+Plug-ins register records with :func:`register` from an ordinary Python file
+loaded by ``pytest specs --plugin FILE`` or ``POSENC_PLUGINS=FILE[:FILE…]``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Literal, Mapping
+
+import torch
+from torch import nn
+
+from .claims import CLAIMS, CONTRACT
+
+Kind = Literal["additive", "rotary", "attention"]
+Layout = Literal["bsd", "bshd"]
+Status = Literal["holds", "refuted", "n/a"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A declared verdict. ``specs`` narrows a refutation to the named spec functions."""
+
+    status: Status
+    reason: str = ""
+    specs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.status not in ("holds", "refuted", "n/a"):
+            raise ValueError(f"status must be holds, refuted or n/a, got {self.status!r}")
+        if self.status != "holds" and not self.reason:
+            raise ValueError(f"a {self.status} declaration needs a reason")
+        if self.specs and self.status != "refuted":
+            raise ValueError("only a refutation can be aimed at named specs")
+
+    def expects_failure(self, spec_name: str) -> bool:
+        return self.status == "refuted" and (not self.specs or spec_name in self.specs)
+
+
+HOLDS = Declared("holds")
+
+
+def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = ()) -> Declared:
+    return Declared("refuted", reason, tuple(specs))
+
+
+def not_applicable(reason: str) -> Declared:
+    return Declared("n/a", reason)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Error bound ``atol + magnitude · (rtol + angle_rtol · max_angle)``.
+
+    ``angle_rtol`` is the relative error of an angle ``p·θ`` as formed, so the
+    bound grows with the largest angle, as it must for a correct implementation.
+    """
+
+    rtol: float
+    atol: float
+    angle_rtol: float = 0.0
+
+    def bound(self, magnitude: float = 1.0, max_angle: float = 0.0) -> float:
+        return self.atol + magnitude * (self.rtol + self.angle_rtol * max_angle)
+
+
+_FP32_ANGLE = 2.0**-22  # two fp32 roundings (θ and p·θ), with margin
+
+DEFAULT_TOLERANCES: Mapping[torch.dtype, Tolerance] = {
+    torch.float64: Tolerance(rtol=1e-10, atol=1e-12, angle_rtol=2.0**-50),
+    torch.float32: Tolerance(rtol=2e-5, atol=1e-6, angle_rtol=_FP32_ANGLE),
+    torch.float16: Tolerance(rtol=4e-3, atol=1e-4, angle_rtol=_FP32_ANGLE),
+    torch.bfloat16: Tolerance(rtol=3e-2, atol=1e-3, angle_rtol=_FP32_ANGLE),
+}
+
+
+@dataclass(frozen=True)
+class RotaryGeometry:
+    """What a float64 reference needs to reproduce an encoder's rotation."""
+
+    base: float = 10000.0
+    layout: str = "interleaved"  # interleaved | half_split | concatenated
+    rotary_dim: int | None = None  # None: the whole head
+    scaling_factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    d_model: int = 64
+    n_heads: int = 4
+    max_len: int = 128
+    base: float = 10000.0
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class EncoderRecord:
+    """One encoder under test.
+
+    ``build(config)`` returns a module on ``config.device`` in ``config.dtype``.
+    Call protocol by ``kind``:
+
+    * ``additive``: ``module(x, positions=None, offset=0)`` on ``(batch, seq, d_model)``;
+    * ``rotary``: the same call on ``(batch, seq, heads, head_dim)`` (``input_layout="bshd"``)
+      or ``(batch, seq, d_model)`` (``"bsd"``); applied to q and k;
+    * ``attention``: also ``module.attend(q, k, v, positions=None, offset=0)`` on per-head tensors.
+    """
+
+    name: str
+    build: Callable[[BuildConfig], nn.Module]
+    kind: Kind
+    source: str
+    claims: Mapping[str, Declared]
+    input_layout: Layout = "bshd"
+    geometry: RotaryGeometry | None = None
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+    tolerances: Mapping[torch.dtype, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    table_limited: bool = False  # positions must stay below config.max_len (a learned table)
+    description: str = ""
+    origin: str = "built-in"
+
+    def __post_init__(self):
+        if self.kind not in ("additive", "rotary", "attention"):
+            raise ValueError(f"{self.name}: kind must be additive, rotary or attention, got {self.kind!r}")
+        if self.input_layout not in ("bsd", "bshd"):
+            raise ValueError(f"{self.name}: input_layout must be bsd or bshd, got {self.input_layout!r}")
+        missing = sorted(set(CLAIMS) - set(self.claims), key=list(CLAIMS).index)
+        if missing:
+            raise ValueError(f"encoder {self.name!r} leaves claims undeclared: {', '.join(missing)}")
+        unknown = sorted(set(self.claims) - set(CLAIMS))
+        if unknown:
+            raise ValueError(f"encoder {self.name!r} declares unknown claims: {', '.join(unknown)}")
+        for dtype in self.dtypes:
+            if dtype not in self.tolerances:
+                raise ValueError(f"encoder {self.name!r} has no tolerance declared for {dtype}")
+
+    def declared(self, claim: str) -> Declared:
+        return HOLDS if claim == CONTRACT else self.claims[claim]
+
+    def applies(self, claim: str) -> bool:
+        return self.declared(claim).status != "n/a"
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return self.tolerances[dtype]
+
+    def make(self, dtype: torch.dtype = torch.float32, device: str = "cpu", **config) -> nn.Module:
+        return self.build(BuildConfig(dtype=dtype, device=device, **config))
+
+
+_REGISTRY: dict[str, EncoderRecord] = {}
+
+
+def register(record: EncoderRecord) -> EncoderRecord:
+    """Add ``record`` to the registry; a name may be registered once."""
+    if not isinstance(record, EncoderRecord):
+        raise TypeError(f"register() takes an EncoderRecord, got {type(record).__name__}")
+    if record.name in _REGISTRY:
+        raise ValueError(f"an encoder named {record.name!r} is already registered")
+    _REGISTRY[record.name] = record
+    return record
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def records() -> list[EncoderRecord]:
+    """Every registered record, built-ins first, in registration order."""
+    from . import builtin_records  # noqa: F401  (registers the built-ins once)
+
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> EncoderRecord:
+    by_name = {r.name: r for r in records()}
+    if name not in by_name:
+        raise KeyError(f"no encoder named {name!r}; registered: {', '.join(by_name)}")
+    return by_name[name]
+
+
+def load_plugin(path: str | Path) -> list[EncoderRecord]:
+    """Execute a user file that calls :func:`register`; return the records it added."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"encoder plug-in file not found: {path}")
+    records()  # built-ins first
+    before = set(_REGISTRY)
+    module_name = f"posenc_plugin_{abs(hash(str(path)))}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    added = [name for name in _REGISTRY if name not in before]
+    for name in added:
+        _REGISTRY[name] = replace(_REGISTRY[name], origin=str(path))
+    return [_REGISTRY[name] for name in added]
+
+
+def with_defaults(defaults: Mapping[str, Declared], overrides: Mapping[str, Declared] | None = None):
+    """A complete declaration: ``defaults`` for every claim, with ``overrides`` on top."""
+    unknown = set(overrides or {}) - set(CLAIMS)
+    if unknown:
+        raise ValueError(f"unknown claims: {', '.join(sorted(unknown))}")
+    return {**defaults, **(overrides or {})}

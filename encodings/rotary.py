@@ -1,0 +1,202 @@
+"""Rotary position embedding (RoPE).
+
+Implements 000 §3.1-3.2 and 004 §3.1-3.2, §6-7, §10.3: each coordinate pair
+``(x_a, x_b)`` at position ``m`` is rotated by ``m · θ_i`` with
+``θ_i = base^(-2i/d)``::
+
+    [y_a]   [cos mθ_i  -sin mθ_i] [x_a]
+    [y_b] = [sin mθ_i   cos mθ_i] [x_b]
+
+Pair layouts (which coordinates form pair ``i`` of a ``d``-vector):
+
+* ``interleaved``  - pair ``(2i, 2i+1)``, the formula's layout (000 §3.1, 004 §3.2 maths);
+* ``half_split``   - pair ``(i, i + d/2)``, the GPT-NeoX / Hugging Face convention;
+* ``concatenated`` - input pairs interleaved, output written as
+  ``[all first components, all second components]`` (004 §3.2's published code).
+  It is a fixed permutation of ``interleaved`` (ROPE-13).
+
+Rotary encoders take ``x`` of shape ``(batch, seq, heads, head_dim)`` except
+:class:`MultiHeadRotaryEmbedding`, which takes ``(batch, seq, d_model)``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import (
+    require_divisible,
+    require_even,
+    require_float,
+    require_last_dim,
+    require_positive,
+    require_rank,
+)
+from .positions import FrequencyModule, angle_dtype, resolve_positions, rotation_angles
+
+LAYOUTS = ("interleaved", "half_split", "concatenated")
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """Rotate the pairs of ``x`` (last dim ``d``) by angles with ``cos``/``sin`` of last dim ``d/2``."""
+    if layout == "half_split":
+        half = x.shape[-1] // 2
+        first, second = x[..., :half], x[..., half:]
+    elif layout in ("interleaved", "concatenated"):
+        first, second = x[..., 0::2], x[..., 1::2]
+    else:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    out_first = first * cos - second * sin
+    out_second = first * sin + second * cos
+    if layout == "interleaved":
+        return torch.stack((out_first, out_second), dim=-1).flatten(-2)
+    return torch.cat((out_first, out_second), dim=-1)
+
+
+def _check_heads_input(x: torch.Tensor, head_dim: int) -> None:
+    require_float(x)
+    require_rank(x, 4, "(batch, seq, heads, head_dim)")
+    require_last_dim(x, head_dim, "head_dim")
+
+
+class RotaryEmbedding(FrequencyModule):
+    """RoPE in real arithmetic (000 §3.1, 004 §3.2), with a choice of pair layout.
+
+    Options:
+      * ``layout``: ``interleaved`` | ``half_split`` | ``concatenated``;
+      * ``rotary_dim``: rotate only the first ``rotary_dim`` features (partial
+        rotary); frequencies use ``rotary_dim``, the rest pass through;
+      * ``scaling_factor``: linear position interpolation (004 §10.3), positions
+        are divided by this factor.
+    """
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        rotary_dim: int | None = None,
+        scaling_factor: float = 1.0,
+    ):
+        super().__init__()
+        require_even(head_dim, "head_dim")
+        rotary_dim = head_dim if rotary_dim is None else rotary_dim
+        require_even(rotary_dim, "rotary_dim")
+        if rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim={rotary_dim} must not exceed head_dim={head_dim}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        require_positive(scaling_factor, "scaling_factor")
+        self.head_dim, self.rotary_dim, self.base = head_dim, rotary_dim, float(base)
+        self.layout, self.scaling_factor = layout, float(scaling_factor)
+        self._init_frequencies(rotary_dim, self.base)
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
+        angles = rotation_angles(positions, self.inv_freq, dtype, self.scaling_factor)
+        return angles.cos(), angles.sin()
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
+        _check_heads_input(x, self.head_dim)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        adt = angle_dtype(x.dtype)
+        cos, sin = (t.unsqueeze(-2) for t in self.cos_sin(pos, adt))  # (B|1, S, 1, r/2)
+        rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
+        out = rotate(rot.to(adt), cos, sin, self.layout).to(x.dtype)
+        return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+    def extra_repr(self) -> str:
+        return (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
+            f"layout={self.layout!r}, scaling_factor={self.scaling_factor}"
+        )
+
+
+class RotaryEmbeddingComplex(FrequencyModule):
+    """RoPE as complex multiplication ``(x_2i + i·x_2i+1) · e^{i m θ_i}`` (000 §3.2).
+
+    Phasors ``e^{i p θ}`` are cached per angle dtype and device for positions
+    ``[0, cached_len)``. The cache starts at ``max_seq_len`` and grows on demand
+    (to the next power of two) when a call reaches past it, up to
+    ``max_cache_len``; positions past that, and fractional positions, are
+    computed directly. Cached and uncached results are identical (ROPE-9).
+    """
+
+    def __init__(
+        self,
+        head_dim: int,
+        max_seq_len: int = 2048,
+        *,
+        base: float = 10000.0,
+        max_cache_len: int = 1 << 16,
+    ):
+        super().__init__()
+        require_even(head_dim, "head_dim")
+        if max_seq_len <= 0:
+            raise ValueError(f"max_seq_len must be positive, got {max_seq_len}")
+        self.head_dim, self.base = head_dim, float(base)
+        self.initial_len, self.max_cache_len = max_seq_len, max(max_cache_len, max_seq_len)
+        self._init_frequencies(head_dim, self.base)
+        self._phasor_cache: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+    def cached_len(self, dtype: torch.dtype = torch.float32, device="cpu") -> int:
+        cache = self._phasor_cache.get((angle_dtype(dtype), torch.device(device)))
+        return 0 if cache is None else cache.shape[0]
+
+    def _direct(self, positions: torch.Tensor, adt: torch.dtype) -> torch.Tensor:
+        angles = rotation_angles(positions, self.inv_freq, adt)
+        return torch.polar(torch.ones_like(angles), angles)
+
+    def phasors(self, positions: torch.Tensor, adt: torch.dtype) -> torch.Tensor:
+        if positions.is_floating_point():
+            return self._direct(positions, adt)
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        key = (adt, positions.device)
+        cache = self._phasor_cache.get(key)
+        if cache is None or cache.shape[0] < needed:
+            if needed > self.max_cache_len:
+                return self._direct(positions, adt)
+            length = max(self.initial_len, 1 << max(needed - 1, 0).bit_length())
+            length = min(length, self.max_cache_len)
+            with torch.no_grad():
+                table = torch.arange(length, device=positions.device)
+                cache = self._direct(table, adt)
+            self._phasor_cache[key] = cache
+        return cache[positions]
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
+        _check_heads_input(x, self.head_dim)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        adt = angle_dtype(x.dtype)
+        ph = self.phasors(pos, adt).unsqueeze(-2)  # (B|1, S, 1, d/2)
+        pairs = x.to(adt).reshape(*x.shape[:-1], self.head_dim // 2, 2).contiguous()
+        out = torch.view_as_real(torch.view_as_complex(pairs) * ph)
+        return out.flatten(-2).to(x.dtype)
+
+    def _apply(self, fn, *args, **kwargs):
+        self._phasor_cache.clear()
+        return super()._apply(fn, *args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}, initial_len={self.initial_len}"
+
+
+class MultiHeadRotaryEmbedding(nn.Module):
+    """RoPE applied per head to ``(batch, seq, d_model)`` input (004 §7).
+
+    ``d_model`` is split into ``n_heads`` heads of ``head_dim = d_model / n_heads``;
+    every head is rotated with the same angles, computed from ``head_dim``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, **rotary_options):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.head_dim = require_divisible(d_model, n_heads)
+        self.rotary = RotaryEmbedding(self.head_dim, **rotary_options)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
+        require_float(x)
+        require_rank(x, 3, "(batch, seq, d_model)")
+        require_last_dim(x, self.d_model, "d_model")
+        heads = x.reshape(*x.shape[:2], self.n_heads, self.head_dim)
+        return self.rotary(heads, positions, offset=offset).reshape(x.shape)

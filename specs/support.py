@@ -1,0 +1,122 @@
+"""Helpers shared by every spec: inputs, calling conventions, float64 references, verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc import BuildConfig, ClaimViolation, EncoderRecord
+
+#: The configuration every spec builds encoders with unless it says otherwise.
+SPEC_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
+#: Positions far past any table (ROPE-10a, ROPE-11): 10^2 … 10^6.
+FAR_POSITIONS = (10**2, 10**3, 10**4, 10**5, 10**6)
+
+
+def randn(shape, seed: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """Standard normal values drawn in float64 from ``seed``, then cast (same values for every dtype)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator, dtype=torch.float64).to(device=device, dtype=dtype)
+
+
+def build(record: EncoderRecord, dtype=torch.float32, device="cpu", **overrides) -> torch.nn.Module:
+    config = {**SPEC_CONFIG.__dict__, **overrides}
+    config.pop("dtype"), config.pop("device")
+    return record.make(dtype=dtype, device=device, **config)
+
+
+def config(**overrides) -> BuildConfig:
+    return BuildConfig(**{**SPEC_CONFIG.__dict__, **overrides})
+
+
+def input_shape(record: EncoderRecord, batch: int, seq: int, cfg: BuildConfig = SPEC_CONFIG) -> tuple:
+    if record.kind == "attention" or record.input_layout == "bsd":
+        return (batch, seq, cfg.d_model)
+    return (batch, seq, cfg.n_heads, cfg.head_dim)
+
+
+def as_heads(t: torch.Tensor, cfg: BuildConfig = SPEC_CONFIG) -> torch.Tensor:
+    """View ``(batch, seq, d_model)`` as ``(batch, seq, heads, head_dim)``; rank-4 input is returned as is."""
+    return t if t.dim() == 4 else t.reshape(*t.shape[:2], cfg.n_heads, t.shape[-1] // cfg.n_heads)
+
+
+def from_heads(t: torch.Tensor, record: EncoderRecord) -> torch.Tensor:
+    """Back to the record's input layout."""
+    return t.flatten(-2) if record.input_layout == "bsd" else t
+
+
+def position_cap(record: EncoderRecord, wanted: int, cfg: BuildConfig = SPEC_CONFIG) -> int:
+    """The largest position a spec may use: a learned table stops at ``max_len - 1``."""
+    return min(wanted, cfg.max_len - 1) if record.table_limited else wanted
+
+
+def encode(module, x, positions=None):
+    with torch.no_grad():
+        return module(x, positions)
+
+
+# ---------------------------------------------------------------- float64 references
+
+def reference_frequencies(dim: int, base: float) -> torch.Tensor:
+    """θ_i = base^(-2i/dim), from the formula, in float64."""
+    return torch.tensor([base ** (-2.0 * i / dim) for i in range(dim // 2)], dtype=torch.float64)
+
+
+def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry, head_dim: int) -> torch.Tensor:
+    """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's layout."""
+    x = x.to(torch.float64)
+    r = geometry.rotary_dim or head_dim
+    theta = reference_frequencies(r, geometry.base).to(x.device)
+    p = positions.to(device=x.device, dtype=torch.float64) / geometry.scaling_factor
+    angle = (p.unsqueeze(-1) * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    if geometry.layout == "half_split":
+        a, b = x[..., : r // 2], x[..., r // 2 : r]
+    else:
+        a, b = x[..., 0:r:2], x[..., 1:r:2]
+    ya, yb = a * cos - b * sin, a * sin + b * cos
+    out = x.clone()
+    if geometry.layout == "interleaved":
+        out[..., 0:r:2], out[..., 1:r:2] = ya, yb
+    else:
+        out[..., :r] = torch.cat((ya, yb), dim=-1)
+    return out
+
+
+def reference_attention(q, k, v, *, causal=False) -> torch.Tensor:
+    """``softmax(q kᵀ / √d) v`` in float64, per head; inputs (batch, seq, heads, d)."""
+    q, k, v = (t.to(torch.float64).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return (scores.softmax(dim=-1) @ v).transpose(1, 2)
+
+
+def max_angle(positions, geometry=None) -> float:
+    """The largest angle p·θ_0 / s formed for ``positions`` (θ_0 = 1)."""
+    p = float(torch.as_tensor(positions).max()) if torch.as_tensor(positions).numel() else 0.0
+    return p / (geometry.scaling_factor if geometry else 1.0)
+
+
+# ---------------------------------------------------------------- verdicts
+
+def reproducer(spec: str, record: EncoderRecord, **values) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in values.items())
+    return f"pytest specs -k '{spec} and {record.name}'  # {shown}"
+
+
+def violated(record: EncoderRecord, claim: str, message: str, **details):
+    raise ClaimViolation(record.name, claim, message, **details)
+
+
+def require_within(record, claim, *, error: float, bound: float, what: str, repro: str, **details):
+    """Raise :class:`ClaimViolation` unless ``error <= bound`` (NaN fails)."""
+    if not error <= bound:
+        violated(record, claim, f"{what}: error {error:.3e} exceeds tolerance {bound:.3e}",
+                 **details, reproducer=repro)
+
+
+def max_error(observed: torch.Tensor, expected: torch.Tensor) -> float:
+    return float((observed.to(torch.float64) - expected.to(torch.float64)).abs().max())

@@ -1,0 +1,52 @@
+"""ROPE-3 (004 §6.1): rotation preserves the norm, ``‖R_m x‖ = ‖x‖``, per head and per coordinate pair."""
+
+import pytest
+import torch
+from hypothesis import example, given
+
+from specs.strategies import offsets, seeds
+from specs.support import (
+    as_heads,
+    build,
+    input_shape,
+    position_cap,
+    randn,
+    reproducer,
+    require_within,
+)
+
+SEQ = 8
+
+
+def pair_norms(t: torch.Tensor, layout: str, side: str) -> torch.Tensor:
+    """Norms of the coordinate pairs of per-head ``t``; ``side`` is input or output."""
+    half = t.shape[-1] // 2
+    if layout == "half_split" or (layout == "concatenated" and side == "output"):
+        a, b = t[..., :half], t[..., half:]
+    else:
+        a, b = t[..., 0::2], t[..., 1::2]
+    return torch.sqrt(a.to(torch.float64) ** 2 + b.to(torch.float64) ** 2)
+
+
+@pytest.mark.claim("ROPE-3", kinds=("rotary",))
+@given(seed=seeds, offset=offsets)
+@example(seed=0, offset=0)
+@example(seed=1, offset=1000)
+def test_rotation_preserves_norm(record, dtype, device, seed, offset):
+    offset = min(offset, position_cap(record, offset + SEQ) - SEQ)
+    module = build(record, dtype, device)
+    x = randn(input_shape(record, 2, SEQ), seed, dtype, device)
+    with torch.no_grad():
+        y = module(x, None, offset=offset)
+    xh, yh = as_heads(x).to(torch.float64), as_heads(y).to(torch.float64)
+    tol = record.tolerance(dtype)
+    repro = reproducer("test_rotation_preserves_norm", record, dtype=dtype, seed=seed, offset=offset,
+                       shape=tuple(x.shape))
+    norms = xh.norm(dim=-1)
+    require_within(record, "ROPE-3", error=float((yh.norm(dim=-1) - norms).abs().max()),
+                   bound=tol.bound(float(norms.max())), what="‖f(x, p)‖ ≠ ‖x‖ per head", repro=repro)
+    if record.geometry is not None:
+        layout = record.geometry.layout
+        before, after = pair_norms(xh, layout, "input"), pair_norms(yh, layout, "output")
+        require_within(record, "ROPE-3", error=float((after - before).abs().max()),
+                       bound=tol.bound(float(before.max())), what="a coordinate pair changed norm", repro=repro)
