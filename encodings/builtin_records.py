@@ -10,7 +10,9 @@ from .absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
 from .attention import LinearAttentionRoPE, RoPEAttention
 from .claims import CLAIMS
 from .dynamic import DynamicPositionalEncoding
+from .fused import fused_records
 from .hybrid import HybridPositionalEncoding
+from .perf_claims import PERF_DECLARATIONS
 from .registry import (
     HOLDS,
     BuildConfig,
@@ -88,12 +90,13 @@ def _rope(layout: str, scaling_factor: float = 1.0):
     return build
 
 
-_PERF_TABLE = {
-    "PERF-1": HOLDS,
-    "PERF-2": refuted("measured bytes differ from the table (see the perf specs)"),
-}
+def _register_builtin(**fields):
+    """Register a built-in, with its performance verdicts from :mod:`posenc.perf_claims`."""
+    fields["claims"] = with_defaults(fields["claims"], PERF_DECLARATIONS.get(fields["name"]))
+    return register(EncoderRecord(**fields))
 
-register(EncoderRecord(
+
+_register_builtin(
     name="learnable",
     build=lambda c: _module(LearnablePositionalEmbedding(c.max_len, c.d_model), c),
     kind="additive",
@@ -109,11 +112,10 @@ register(EncoderRecord(
             specs=("test_sinusoidal_dot_product_depends_only_on_offset", "test_sinusoidal_shift_is_a_fixed_linear_map"),
         ),
         "ABS-6": HOLDS,
-        **_PERF_TABLE,
     }),
-))
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="sinusoidal",
     build=lambda c: _module(SinusoidalPositionalEncoding(c.d_model, base=c.base), c),
     kind="additive",
@@ -125,21 +127,20 @@ register(EncoderRecord(
         "ABS-4": HOLDS,
         "ABS-5": HOLDS,
         "ABS-6": HOLDS,
-        **_PERF_TABLE,
     }),
-))
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="rope_complex",
     build=lambda c: _module(RotaryEmbeddingComplex(c.head_dim, c.max_len, base=c.base), c),
     kind="rotary",
     source="000 §3.2",
     geometry=RotaryGeometry(layout="interleaved"),
     description="complex multiplication with a sin/cos cache that grows on demand",
-    claims=rotary_claims(_PERF_TABLE),
-))
+    claims=rotary_claims(),
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="rope_interleaved",
     build=_rope("interleaved"),
     kind="rotary",
@@ -147,11 +148,11 @@ register(EncoderRecord(
     geometry=RotaryGeometry(layout="interleaved"),
     description="real rotation of pairs (2i, 2i+1)",
     claims=rotary_claims(),
-))
+)
 
 _NOT_THE_FORMULA = ("test_output_equals_formula_elementwise",)
 
-register(EncoderRecord(
+_register_builtin(
     name="rope_concatenated",
     build=_rope("concatenated"),
     kind="rotary",
@@ -161,9 +162,9 @@ register(EncoderRecord(
     claims=rotary_claims({
         "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it", specs=_NOT_THE_FORMULA),
     }),
-))
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="rope_half_split",
     build=_rope("half_split"),
     kind="rotary",
@@ -173,9 +174,9 @@ register(EncoderRecord(
     claims=rotary_claims({
         "ROPE-13": refuted("pairs (i, i+d/2) permute the formula's coordinates", specs=_NOT_THE_FORMULA),
     }),
-))
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="rope_multihead",
     build=lambda c: _module(MultiHeadRotaryEmbedding(c.d_model, c.n_heads, base=c.base), c),
     kind="rotary",
@@ -184,9 +185,9 @@ register(EncoderRecord(
     geometry=RotaryGeometry(layout="interleaved"),
     description="(batch, seq, d_model) split into heads, angles from head_dim",
     claims=rotary_claims({"ATT-5": HOLDS}),
-))
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="rope_linear_scaled",
     build=_rope("interleaved", scaling_factor=4.0),
     kind="rotary",
@@ -194,11 +195,11 @@ register(EncoderRecord(
     geometry=RotaryGeometry(layout="interleaved", scaling_factor=4.0),
     description="position interpolation: positions divided by 4",
     claims=rotary_claims({"ROPE-14": HOLDS}),
-))
+)
 
 _ATTENTION_SOURCES = "000 §3.3, 004 §4-5"
 
-register(EncoderRecord(
+_register_builtin(
     name="attention_rope",
     build=lambda c: _module(RoPEAttention(c.d_model, c.n_heads, base=c.base), c),
     kind="attention",
@@ -207,9 +208,9 @@ register(EncoderRecord(
     geometry=RotaryGeometry(layout="interleaved"),
     description="softmax attention (SDPA) with RoPE on q, k",
     claims=with_defaults(ATTENTION_DEFAULTS),
-))
+)
 
-register(EncoderRecord(
+_register_builtin(
     name="attention_rope_causal",
     build=lambda c: _module(RoPEAttention(c.d_model, c.n_heads, base=c.base, causal=True), c),
     kind="attention",
@@ -218,7 +219,7 @@ register(EncoderRecord(
     geometry=RotaryGeometry(layout="interleaved"),
     description="causal softmax attention (SDPA) with RoPE on q, k",
     claims=with_defaults(ATTENTION_DEFAULTS, {"ATT-3": HOLDS}),
-))
+)
 
 _LINEAR = {
     "ATT-1": not_applicable("linear attention is not softmax attention by design"),
@@ -227,7 +228,7 @@ _LINEAR = {
     "LIN-2": HOLDS,
 }
 
-register(EncoderRecord(
+_register_builtin(
     name="linear_attention_rope",
     build=lambda c: _module(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base), c),
     kind="attention",
@@ -236,11 +237,11 @@ register(EncoderRecord(
     geometry=RotaryGeometry(layout="interleaved"),
     description="φ = elu(W·)+1, rotate features, unrotated normaliser",
     claims=with_defaults(ATTENTION_DEFAULTS, _LINEAR),
-))
+)
 
 _ROTATE_THEN_MAP = "a learned map and a softmax over the sequence after the rotation destroy the relative structure"
 
-register(EncoderRecord(
+_register_builtin(
     name="linear_attention_rope_published",
     build=lambda c: _module(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base, order="rotate_then_map"), c),
     kind="attention",
@@ -253,11 +254,11 @@ register(EncoderRecord(
         "ATT-4": refuted(_ROTATE_THEN_MAP),
         "LIN-2": refuted(_ROTATE_THEN_MAP),
     }),
-))
+)
 
 _ADDS_BEFORE_ROTATING = "E[p] is added before rotating, so rotation claims are checked on rope_multihead"
 
-register(EncoderRecord(
+_register_builtin(
     name="hybrid",
     build=lambda c: _module(HybridPositionalEncoding(c.d_model, c.n_heads, c.max_len, base=c.base), c),
     kind="rotary",
@@ -277,11 +278,11 @@ register(EncoderRecord(
         "ROPE-5": refuted("the learnable table is trainable"),
         "ATT-4": refuted("the learned table makes logits depend on absolute positions"),
     }),
-))
+)
 
 _MIX = "0.7·R_p x + 0.3·R_{s·p} x with s ≠ 1 is not a rotation"
 
-register(EncoderRecord(
+_register_builtin(
     name="dynamic",
     build=lambda c: _module(
         DynamicPositionalEncoding(c.head_dim, c.max_len, base=c.base, initial_scale=TRAINED_DYNAMIC_SCALE), c
@@ -301,4 +302,7 @@ register(EncoderRecord(
         "ROPE-5": refuted("the scale is a trainable parameter"),
         "ATT-4": refuted(_MIX + ": attention depends on absolute positions"),
     }),
-))
+)
+
+for _record in fused_records(rotary_claims):
+    _register_builtin(**_record)

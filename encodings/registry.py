@@ -109,7 +109,7 @@ class BuildConfig:
         return self.d_model // self.n_heads
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class EncoderRecord:
     """One encoder under test.
 
@@ -149,6 +149,9 @@ class EncoderRecord:
         for dtype in self.dtypes:
             if dtype not in self.tolerances:
                 raise ValueError(f"encoder {self.name!r} has no tolerance declared for {dtype}")
+
+    def __repr__(self) -> str:
+        return f"EncoderRecord({self.name!r})"
 
     def declared(self, claim: str) -> Declared:
         return HOLDS if claim == CONTRACT else self.claims[claim]

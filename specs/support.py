@@ -119,4 +119,4 @@ def require_within(record, claim, *, error: float, bound: float, what: str, repr
 
 
 def max_error(observed: torch.Tensor, expected: torch.Tensor) -> float:
-    return float((observed.to(torch.float64) - expected.to(torch.float64)).abs().max())
+    return float((observed.detach().to(torch.float64) - expected.detach().to(torch.float64)).abs().max())

@@ -1,0 +1,105 @@
+"""Attention is unchanged when every position shifts by the same offset.
+
+* ATT-4 (000 §3.3, 004 §6.2): from ROPE-4 and ROPE-6, ``Attn(p + t) = Attn(p)``. Rotary and
+  additive encoders are placed into a float64 softmax attention over ``f(q, p), f(k, p)`` and
+  unrotated ``v``; attention modules are called with positions ``p`` and ``p + t``.
+* LIN-2 (000 §5.2): linear attention with RoPE keeps this property.
+* HYB-1 (000 §5.1): the hybrid inherits ABS-2 (tested there) and loses ATT-4: the shift must
+  change its attention beyond tolerance.
+"""
+
+import math
+
+import pytest
+import torch
+from hypothesis import example, given
+
+from specs.strategies import offsets, seeds, shifts
+from specs.support import (
+    SPEC_CONFIG,
+    as_heads,
+    build,
+    input_shape,
+    max_angle,
+    position_cap,
+    randn,
+    reference_attention,
+    reproducer,
+    require_within,
+    violated,
+)
+
+SEQ = 6
+
+
+def shift_change(record, dtype, device, seed, offset, shift):
+    """``max |Attn(p + t) − Attn(p)|`` and the tolerance it is held to."""
+    cfg = SPEC_CONFIG
+    cap = position_cap(record, 10**7)
+    offset = min(offset, cap // 2)
+    shift = min(shift, cap - offset - SEQ)
+    module = build(record, dtype, device)
+    heads = (1, SEQ, cfg.n_heads, cfg.head_dim)
+    v = randn(heads, seed + 2, dtype, device)
+    if record.kind == "attention":
+        q, k = randn(heads, seed, dtype, device), randn(heads, seed + 1, dtype, device)
+
+        def attention(start):
+            with torch.no_grad():
+                return module.attend(q, k, v, None, offset=start).to(torch.float64)
+    else:
+        q = randn(input_shape(record, 1, SEQ), seed, dtype, device)
+        k = randn(input_shape(record, 1, SEQ), seed + 1, dtype, device)
+
+        def attention(start):
+            with torch.no_grad():
+                fq, fk = as_heads(module(q, None, offset=start)), as_heads(module(k, None, offset=start))
+            return reference_attention(fq, fk, v)
+
+    before, after = attention(offset), attention(offset + shift)
+    qn, kn = as_heads(q).double().norm(dim=-1).max(), as_heads(k).double().norm(dim=-1).max()
+    logit_scale = float(qn * kn) / math.sqrt(cfg.head_dim)
+    magnitude = 2 * float(v.double().abs().max()) * (1 + logit_scale)
+    bound = record.tolerance(dtype).bound(magnitude, max_angle(offset + shift + SEQ, record.geometry))
+    repro = reproducer("shift invariance", record, dtype=dtype, seed=seed, offset=offset, shift=shift)
+    return float((after - before).abs().max()), bound, repro
+
+
+def _require_shift_invariant(claim, record, dtype, device, seed, offset, shift):
+    error, bound, repro = shift_change(record, dtype, device, seed, offset, shift)
+    require_within(record, claim, error=error, bound=bound,
+                   what="shifting every position by the same offset changed the attention output", repro=repro)
+
+
+EXACT_DTYPES = (torch.float32, torch.float64)  # low-precision phase errors are ROPE-11's subject
+
+
+@pytest.mark.claim("ATT-4", kinds=("rotary", "additive", "attention"), dtypes=EXACT_DTYPES)
+@given(seed=seeds, offset=offsets, shift=shifts)
+@example(seed=0, offset=0, shift=5)
+@example(seed=1, offset=2, shift=4096)
+def test_attention_is_shift_invariant(record, dtype, device, seed, offset, shift):
+    _require_shift_invariant("ATT-4", record, dtype, device, seed, offset, shift)
+
+
+@pytest.mark.claim("LIN-2", kinds=("attention",), dtypes=EXACT_DTYPES)
+@given(seed=seeds, offset=offsets, shift=shifts)
+@example(seed=0, offset=0, shift=5)
+def test_linear_attention_is_shift_invariant(record, dtype, device, seed, offset, shift):
+    _require_shift_invariant("LIN-2", record, dtype, device, seed, offset, shift)
+
+
+@pytest.mark.claim("HYB-1", kinds=("rotary",))
+def test_hybrid_inherits_table_limit_and_loses_shift_invariance(record, device):
+    module = build(record, device=device)
+    x = randn(input_shape(record, 1, 4), seed=0, device=device)
+    try:
+        module(x, None, offset=SPEC_CONFIG.max_len - 2)
+    except ValueError:
+        pass
+    else:
+        violated(record, "HYB-1", f"accepted positions past max_len={SPEC_CONFIG.max_len} (ABS-2 not inherited)")
+    error, bound, repro = shift_change(record, torch.float32, device, seed=0, offset=0, shift=5)
+    if error <= bound:
+        violated(record, "HYB-1", "attention stayed shift invariant: the learned table does not reach the logits",
+                 error=error, tolerance=bound, reproducer=repro)
