@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, register_random, settings
 
 pytest_plugins = ["posenc.pytest_plugin"]
 
-_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+_COMMON = dict(deadline=None, print_blob=True, report_multiple_bugs=False,
+               suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=15, **_COMMON)
 settings.register_profile("ci", max_examples=15, derandomize=True, **_COMMON)
 settings.register_profile("thorough", max_examples=1000, **_COMMON)

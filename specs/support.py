@@ -120,3 +120,27 @@ def require_within(record, claim, *, error: float, bound: float, what: str, repr
 
 def max_error(observed: torch.Tensor, expected: torch.Tensor) -> float:
     return float((observed.detach().to(torch.float64) - expected.detach().to(torch.float64)).abs().max())
+
+
+def output_pair_order(layout: str, dim: int) -> torch.Tensor:
+    """Index map from the formula's interleaved output to a layout's output coordinates.
+
+    ``y_layout = y_formula[..., order]`` for interleaved and concatenated layouts;
+    for half_split the input must be permuted the same way as well (pairs ``(i, i + d/2)``).
+    """
+    if layout == "interleaved":
+        return torch.arange(dim)
+    return torch.cat((torch.arange(0, dim, 2), torch.arange(1, dim, 2)))
+
+
+def input_pair_order(layout: str, dim: int) -> torch.Tensor:
+    """``x_formula = x[..., order]`` puts a layout's pairs at ``(2i, 2i+1)``."""
+    if layout == "half_split":
+        half = torch.arange(dim // 2)
+        return torch.stack((half, half + dim // 2), dim=-1).flatten()
+    return torch.arange(dim)
+
+
+def heads_config(record: EncoderRecord, head_dim: int, n_heads: int = 2, **overrides) -> dict:
+    """Build overrides giving ``head_dim`` per head."""
+    return dict(d_model=head_dim * n_heads, n_heads=n_heads, **overrides)

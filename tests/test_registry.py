@@ -1,0 +1,102 @@
+"""The registry's declarations are complete, consistent with the specs, and enforced."""
+
+import dataclasses
+import sys
+
+import pytest
+import torch
+
+import posenc
+from posenc.claims import CLAIMS
+from specs.index import spec_functions
+
+SPECS = spec_functions()
+BUILTINS = [r for r in posenc.records() if r.origin == "built-in"]
+
+
+def _minimal_record(**overrides):
+    fields = dict(name="x", build=lambda c: posenc.RotaryEmbedding(c.head_dim), kind="rotary", source="test",
+                  claims=posenc.rotary_claims(), geometry=posenc.RotaryGeometry())
+    return posenc.EncoderRecord(**{**fields, **overrides})
+
+
+def test_every_document_design_has_a_builtin_record():
+    names = {r.name for r in BUILTINS}
+    assert {"learnable", "sinusoidal", "rope_complex", "rope_interleaved", "rope_concatenated", "rope_half_split",
+            "rope_multihead", "attention_rope", "attention_rope_causal", "hybrid", "linear_attention_rope",
+            "dynamic", "rope_linear_scaled"} <= names
+
+
+@pytest.mark.parametrize("record", BUILTINS, ids=lambda r: r.name)
+def test_builtin_declares_every_claim_and_names_its_source(record):
+    assert set(record.claims) == set(CLAIMS)
+    assert record.source and record.description
+    assert record.geometry is not None or record.kind == "additive"
+    cls = type(record.make())
+    module_doc = sys.modules[cls.__module__].__doc__ or ""
+    assert "§" in module_doc and "§" in (cls.__doc__ or "") + module_doc
+    assert cls.__doc__, f"{cls.__name__} has no docstring"
+
+
+def test_undeclared_claim_is_an_error():
+    claims = posenc.rotary_claims()
+    del claims["ROPE-4"]
+    with pytest.raises(ValueError, match="leaves claims undeclared: ROPE-4"):
+        _minimal_record(claims=claims)
+
+
+def test_unknown_claim_is_an_error():
+    with pytest.raises(ValueError, match="unknown claims: ROPE-99"):
+        posenc.rotary_claims({"ROPE-99": posenc.HOLDS})
+
+
+def test_refutation_and_not_applicable_need_reasons():
+    with pytest.raises(ValueError, match="needs a reason"):
+        posenc.refuted("")
+    with pytest.raises(ValueError, match="needs a reason"):
+        posenc.not_applicable("")
+    with pytest.raises(ValueError, match="only a refutation"):
+        posenc.Declared("holds", "x", ("test_a",))
+
+
+def test_missing_tolerance_is_an_error():
+    with pytest.raises(ValueError, match="no tolerance declared for torch.float16"):
+        _minimal_record(tolerances={torch.float32: posenc.DEFAULT_TOLERANCES[torch.float32]})
+
+
+def test_duplicate_name_is_refused():
+    with pytest.raises(ValueError, match="already registered"):
+        posenc.register(dataclasses.replace(BUILTINS[0]))
+
+
+def test_register_and_unregister_a_plugin_record():
+    record = posenc.register(_minimal_record(name="test_registry_rope"))
+    try:
+        assert posenc.get("test_registry_rope") is record
+    finally:
+        posenc.unregister("test_registry_rope")
+    with pytest.raises(KeyError, match="no encoder named 'test_registry_rope'"):
+        posenc.get("test_registry_rope")
+
+
+@pytest.mark.parametrize("record", BUILTINS, ids=lambda r: r.name)
+def test_aimed_refutations_name_specs_of_that_claim(record):
+    for claim, declared in record.claims.items():
+        names = {s.name for s in SPECS if s.claim == claim}
+        assert set(declared.specs) <= names, f"{record.name} {claim}: {declared.specs} not among {names}"
+
+
+@pytest.mark.parametrize("record", BUILTINS, ids=lambda r: r.name)
+def test_every_applicable_claim_has_a_spec_for_this_kind(record):
+    for claim in CLAIMS:
+        if record.applies(claim):
+            kinds = [s.kinds for s in SPECS if s.claim == claim]
+            assert any(k is None or record.kind in k for k in kinds), f"{record.name}: no spec runs {claim}"
+
+
+def test_every_refutation_is_observable_in_exact_arithmetic():
+    """A declared refutation must have a spec that runs in float32 or float64 for that encoder."""
+    for record in BUILTINS:
+        for claim, declared in record.claims.items():
+            if declared.status == "refuted":
+                assert any(s.claim == claim for s in SPECS), (record.name, claim)
