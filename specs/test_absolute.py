@@ -1,0 +1,142 @@
+"""Absolute encodings.
+
+* ABS-3 (000 §2.2): ``pe[p, 2i] = sin(p θ_i)``, ``pe[p, 2i+1] = cos(p θ_i)``, deterministic, no
+  trainable parameters, values in [−1, 1].
+* ABS-5 (000 §1): absolute encodings express relative position poorly. For the sinusoidal table
+  ``pe[m]·pe[n]`` depends only on ``m − n`` and ``pe[p+k] = M_k pe[p]`` for one matrix ``M_k``
+  (fitted by least squares over all ``p``), yet logits ``⟨W_q(x_m + pe_m), W_k(x_n + pe_n)⟩``
+  change when every position shifts. A learned table has none of the relative structure.
+* ABS-6 (000 §1, §2.2 table): the learnable table's bytes grow linearly with ``max_len``; the
+  sinusoidal encoding stores nothing that grows with length.
+"""
+
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from specs.strategies import offsets, seeds, shifts
+from specs.support import (
+    SPEC_CONFIG,
+    build,
+    max_angle,
+    max_error,
+    position_cap,
+    randn,
+    reference_frequencies,
+    reproducer,
+    require_within,
+    violated,
+)
+
+ADDITIVE = ("additive",)
+
+
+def table_rows(module, positions, dtype=torch.float64):
+    """``pe[p]`` read through the encoder: ``f(0, p)``."""
+    zeros = torch.zeros(1, len(positions), SPEC_CONFIG.d_model, dtype=dtype)
+    with torch.no_grad():
+        return module(zeros, positions)[0].to(torch.float64)
+
+
+@pytest.mark.claim("ABS-3", kinds=ADDITIVE)
+@given(positions=st.lists(st.integers(0, 10**5), min_size=1, max_size=8))
+@example(positions=[0, 1, 2, 50, 99_999])
+def test_sinusoidal_formula_and_bounds(record, dtype, positions):
+    p = torch.tensor(positions)
+    module = build(record, dtype)
+    pe = table_rows(module, p, dtype)
+    angles = p.double()[:, None] * reference_frequencies(SPEC_CONFIG.d_model, SPEC_CONFIG.base)
+    expected = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+    repro = reproducer("test_sinusoidal_formula_and_bounds", record, dtype=dtype, positions=positions)
+    require_within(record, "ABS-3", error=max_error(pe, expected),
+                   bound=record.tolerance(dtype).bound(1.0, max_angle(p)), what="pe differs from sin/cos(p·θ_i)",
+                   repro=repro)
+    if float(pe.abs().max()) > 1.0:
+        violated(record, "ABS-3", "values outside [−1, 1]", observed=float(pe.abs().max()), reproducer=repro)
+    if max_error(table_rows(build(record, dtype), p, dtype), pe) != 0.0:
+        violated(record, "ABS-3", "two builds give different tables: not deterministic", reproducer=repro)
+    trainable = sum(q.numel() for q in module.parameters() if q.requires_grad)
+    if trainable:
+        violated(record, "ABS-3", "has trainable parameters", observed=trainable, expected=0, reproducer=repro)
+
+
+@pytest.mark.claim("ABS-5", kinds=ADDITIVE)
+@given(m=st.integers(0, 60), n=st.integers(0, 60), shift=st.integers(1, 60))
+@example(m=3, n=10, shift=17)
+def test_sinusoidal_dot_product_depends_only_on_offset(record, m, n, shift):
+    module = build(record, torch.float64)
+    rows = table_rows(module, torch.tensor([m, n, m + shift, n + shift]))
+    before, after = rows[0] @ rows[1], rows[2] @ rows[3]
+    require_within(record, "ABS-5", error=abs(float(after - before)),
+                   bound=record.tolerance(torch.float64).bound(float(rows.norm(dim=-1).max()) ** 2, m + n + 2 * shift),
+                   what=f"pe[m]·pe[n] changed under a common shift of {shift}",
+                   repro=reproducer("test_sinusoidal_dot_product_depends_only_on_offset", record, m=m, n=n,
+                                    shift=shift))
+
+
+@pytest.mark.claim("ABS-5", kinds=ADDITIVE)
+@given(k=st.integers(1, 20))
+@example(k=1)
+def test_sinusoidal_shift_is_a_fixed_linear_map(record, k):
+    """Least squares ``M_k = argmin Σ_p ‖pe[p+k] − M pe[p]‖²`` over ~200 positions; the residual must vanish.
+
+    Positions spread over 0 … 10^5 (or the whole table) so that slow frequencies turn too and the
+    fit is well conditioned; its accuracy is about eps · cond(source).
+    """
+    module = build(record, torch.float64)
+    stop = position_cap(record, 100_000) - k
+    p = torch.arange(0, stop, max(1, stop // 206))
+    source, target = table_rows(module, p), table_rows(module, p + k)
+    solution = torch.linalg.lstsq(source, target, driver="gelsd").solution
+    residual = float((source @ solution - target).abs().max())
+    fit_error = torch.finfo(torch.float64).eps * float(torch.linalg.cond(source)) * len(p)
+    require_within(record, "ABS-5", error=residual,
+                   bound=record.tolerance(torch.float64).bound(1.0, float(stop + k)) + fit_error,
+                   what=f"no single linear map takes pe[p] to pe[p+{k}] for p = 0 … {stop - 1}",
+                   repro=reproducer("test_sinusoidal_shift_is_a_fixed_linear_map", record, k=k))
+
+
+@pytest.mark.claim("ABS-5", kinds=ADDITIVE)
+@given(seed=seeds, offset=offsets, shift=shifts)
+@example(seed=0, offset=0, shift=3)
+def test_absolute_logits_are_not_translation_invariant(record, seed, offset, shift):
+    cap = position_cap(record, 10**6)
+    offset = min(offset, cap // 2)
+    shift = min(shift, cap - offset - 8)
+    module = build(record, torch.float64)
+    d = SPEC_CONFIG.d_model
+    x = randn((1, 8, d), seed, torch.float64)
+    w_q, w_k = randn((d, d), seed + 1, torch.float64) / d**0.5, randn((d, d), seed + 2, torch.float64) / d**0.5
+
+    def logits(start):
+        with torch.no_grad():
+            h = module(x, None, offset=start)[0]
+        return (h @ w_q) @ (h @ w_k).T
+
+    change = max_error(logits(offset + shift), logits(offset))
+    bound = record.tolerance(torch.float64).bound(float(logits(offset).abs().max()), offset + shift + 8)
+    if change <= bound:
+        violated(record, "ABS-5", "logits of (x + pe) through projections were translation invariant",
+                 change=change, tolerance=bound,
+                 reproducer=reproducer("test_absolute_logits_are_not_translation_invariant", record, seed=seed,
+                                       offset=offset, shift=shift))
+
+
+def static_bytes(module) -> int:
+    tensors = list(module.parameters()) + list(module.buffers())
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@pytest.mark.claim("ABS-6", kinds=ADDITIVE)
+def test_table_memory_against_max_len(record):
+    small, large = (static_bytes(build(record, torch.float32, max_len=n)) for n in (512, 4096))
+    repro = reproducer("test_table_memory_against_max_len", record)
+    if record.declared("ABS-1").status == "holds":  # a learned table
+        expected = (4096 - 512) * SPEC_CONFIG.d_model * 4
+        if large - small != expected:
+            violated(record, "ABS-6", "table bytes do not grow linearly with max_len",
+                     observed=large - small, expected=expected, reproducer=repro)
+    elif large != small or large > 64 * SPEC_CONFIG.d_model * 8:
+        violated(record, "ABS-6", "a fixed encoding stores memory that grows with max_len or is not small",
+                 bytes_at_512=small, bytes_at_4096=large, reproducer=repro)
