@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .positions import resolve_positions
+from .positions import angle_dtype, resolve_positions
 from .rotary import RotaryEmbeddingComplex, _check_heads_input
 
 
@@ -36,6 +36,7 @@ class DynamicPositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
         pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
-        scaled = pos.to(self.dynamic_scale.dtype) * self.dynamic_scale
+        adt = angle_dtype(x.dtype)  # s·p is an angle factor: never form it in half precision
+        scaled = pos.to(adt) * self.dynamic_scale.to(adt)
         base_weight, scaled_weight = self.mix
         return base_weight * self.base_encoder(x, pos) + scaled_weight * self.base_encoder(x, scaled)

@@ -86,6 +86,18 @@ DEFAULT_TOLERANCES: Mapping[torch.dtype, Tolerance] = {
 
 
 @dataclass(frozen=True)
+class FiniteDifference:
+    """Central finite differences in float64: step, and the agreement expected with autograd."""
+
+    step: float = 1e-6
+    rtol: float = 1e-5
+    atol: float = 1e-7
+
+
+FINITE_DIFFERENCE = FiniteDifference()
+
+
+@dataclass(frozen=True)
 class RotaryGeometry:
     """What a float64 reference needs to reproduce an encoder's rotation."""
 

@@ -1,0 +1,26 @@
+"""Gradients (matrix row ``contract``): every encoder is differentiable, checked by
+``torch.autograd.gradcheck`` in float64 against finite differences, with respect to its input
+(and, for attention modules, through the projections)."""
+
+import pytest
+import torch
+
+from posenc.registry import FINITE_DIFFERENCE
+from specs.support import build, config, input_shape, randn, violated
+
+SMALL = dict(d_model=16, n_heads=2)  # gradcheck cost grows with the number of inputs
+
+
+@pytest.mark.claim("contract")
+def test_gradcheck_in_float64(record):
+    module = build(record, torch.float64, **SMALL)
+    x = randn(input_shape(record, 1, 3, config(**SMALL)), seed=4, dtype=torch.float64).requires_grad_()
+    positions = torch.tensor([0, 5, 2])
+    try:
+        ok = torch.autograd.gradcheck(lambda t: module(t, positions), (x,), eps=FINITE_DIFFERENCE.step,
+                                      atol=FINITE_DIFFERENCE.atol, rtol=FINITE_DIFFERENCE.rtol,
+                                      raise_exception=True)
+    except torch.autograd.gradcheck.GradcheckError as error:
+        violated(record, "contract", "autograd gradient differs from finite differences",
+                 message=str(error).splitlines()[0])
+    assert ok

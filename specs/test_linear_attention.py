@@ -1,0 +1,59 @@
+"""LIN-2 (000 §5.2): linear attention with RoPE, checked against an explicit O(n²) float64 form.
+
+For ``order = "map_then_rotate"`` (RoFormer eq. 19), with ``φ(t) = elu(W t + b) + 1``::
+
+    out_m = Σ_n ⟨R_m φ(q_m), R_n φ(k_n)⟩ v_n / Σ_n ⟨φ(q_m), φ(k_n)⟩
+
+For ``order = "rotate_then_map"`` (the published order), with ``k̃_n = softmax_n(W R_n k_n + b)``::
+
+    out_m = Σ_n ⟨W R_m q_m + b, k̃_n⟩ v_n
+
+The pair-by-pair sums are formed explicitly (an n × n matrix), so an O(n) implementation that
+drops the feature map, the normaliser or a rotation cannot agree. Translation invariance itself
+is ATT-4 / LIN-2 in ``test_translation_invariance``.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import example, given
+
+from specs.strategies import offsets, seeds, seq_lens
+from specs.support import SPEC_CONFIG, build, max_angle, max_error, randn, reference_rotation, reproducer, require_within
+
+
+def quadratic_reference(module, geometry, q, k, v, positions):
+    w = module.feature_map.weight.detach().double()
+    b = module.feature_map.bias.detach().double()
+    q, k, v = q.double(), k.double(), v.double()
+    if module.order == "map_then_rotate":
+        phi_q, phi_k = F.elu(q @ w.T + b) + 1, F.elu(k @ w.T + b) + 1
+        rq = reference_rotation(phi_q, positions, geometry, phi_q.shape[-1])
+        rk = reference_rotation(phi_k, positions, geometry, phi_k.shape[-1])
+        weights = torch.einsum("bmhf,bnhf->bhmn", rq, rk)
+        normaliser = torch.einsum("bmhf,bnhf->bhmn", phi_q, phi_k).sum(-1, keepdim=True)
+        weights = weights / normaliser
+    else:
+        rq = reference_rotation(q, positions, geometry, q.shape[-1]) @ w.T + b
+        rk = (reference_rotation(k, positions, geometry, k.shape[-1]) @ w.T + b).softmax(dim=1)
+        weights = torch.einsum("bmhf,bnhf->bhmn", rq, rk)
+    return torch.einsum("bhmn,bnhe->bmhe", weights, v)
+
+
+@pytest.mark.claim("LIN-2", kinds=("attention",), requires=lambda r: r.declared("ATT-1").status == "n/a")
+@given(seed=seeds, offset=offsets, seq=seq_lens)
+@example(seed=0, offset=5, seq=7)
+def test_linear_form_equals_the_quadratic_formula(record, seed, offset, seq):
+    module = build(record, torch.float64)
+    shape = (2, seq, SPEC_CONFIG.n_heads, SPEC_CONFIG.head_dim)
+    q, k, v = (randn(shape, seed + i, torch.float64) for i in range(3))
+    positions = torch.arange(offset, offset + seq)[None]
+    with torch.no_grad():
+        out = module.attend(q, k, v, None, offset=offset)
+    expected = quadratic_reference(module, record.geometry, q, k, v, positions)
+    require_within(record, "LIN-2", error=max_error(out, expected),
+                   bound=record.tolerance(torch.float64).bound(float(expected.abs().max()) * seq,
+                                                              max_angle(offset + seq, record.geometry)),
+                   what="the O(n) form differs from the explicit O(n²) formula",
+                   repro=reproducer("test_linear_form_equals_the_quadratic_formula", record, seed=seed,
+                                    offset=offset, seq=seq))

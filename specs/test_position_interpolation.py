@@ -1,0 +1,38 @@
+"""ROPE-14 (004 §10.3): linear position scaling (position interpolation).
+
+With factor ``s`` the output at position ``p`` equals plain RoPE at the fractional position ``p / s``
+(float64 reference), for positions far past the unscaled range.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import example, given
+
+from specs.strategies import position_lists, seeds
+from specs.support import SPEC_CONFIG, as_heads, build, input_shape, max_error, randn, reference_rotation
+from specs.support import reproducer, require_within
+
+
+@pytest.mark.claim("ROPE-14", kinds=("rotary",))
+@given(seed=seeds, positions=position_lists(50_000, 6))
+@example(seed=0, positions=[0, 1, 3, 4, 4097, 49_999])
+def test_scaled_position_equals_plain_rope_at_p_over_s(record, dtype, seed, positions):
+    factor = record.geometry.scaling_factor
+    module = build(record, dtype)
+    p = torch.tensor(positions)
+    x = randn(input_shape(record, 1, len(positions)), seed, dtype)
+    with torch.no_grad():
+        y = as_heads(module(x, p))
+    plain = dataclasses.replace(record.geometry, scaling_factor=1.0)
+    expected = reference_rotation(as_heads(x), (p.double() / factor)[None], plain, SPEC_CONFIG.head_dim)
+    require_within(record, "ROPE-14", error=max_error(y, expected),
+                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), float(p.max()) / factor),
+                   what=f"output at p with factor {factor} ≠ plain RoPE at p / {factor}",
+                   repro=reproducer("test_scaled_position_equals_plain_rope_at_p_over_s", record, dtype=dtype,
+                                    seed=seed, positions=positions))
+    if factor == 1.0:
+        from specs.support import violated
+
+        violated(record, "ROPE-14", "declares no scaling factor, so position interpolation is not exercised")
