@@ -218,7 +218,10 @@ _register_builtin(
     source=_ATTENTION_SOURCES,
     geometry=RotaryGeometry(layout="interleaved"),
     description="causal softmax attention (SDPA) with RoPE on q, k",
-    claims=with_defaults(ATTENTION_DEFAULTS, {"ATT-3": HOLDS}),
+    claims=with_defaults(ATTENTION_DEFAULTS, {
+        "ATT-3": HOLDS,
+        "ROPE-10b": refuted("trained at L on a lag task, the loss at 2L … 8L rises far above its trained value"),
+    }),
 )
 
 _LINEAR = {

@@ -77,11 +77,12 @@ class Tolerance:
 
 _FP32_ANGLE = 2.0**-22  # two fp32 roundings (θ and p·θ), with margin
 
+# rtol: twice the worst case of rounding each output to the dtype (2 · 2u for a normalised dot product).
 DEFAULT_TOLERANCES: Mapping[torch.dtype, Tolerance] = {
     torch.float64: Tolerance(rtol=1e-10, atol=1e-12, angle_rtol=2.0**-50),
     torch.float32: Tolerance(rtol=2e-5, atol=1e-6, angle_rtol=_FP32_ANGLE),
-    torch.float16: Tolerance(rtol=4e-3, atol=1e-4, angle_rtol=_FP32_ANGLE),
-    torch.bfloat16: Tolerance(rtol=3e-2, atol=1e-3, angle_rtol=_FP32_ANGLE),
+    torch.float16: Tolerance(rtol=2.0**-9, atol=1e-4, angle_rtol=_FP32_ANGLE),
+    torch.bfloat16: Tolerance(rtol=2.0**-6, atol=1e-3, angle_rtol=_FP32_ANGLE),
 }
 
 
