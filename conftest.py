@@ -5,13 +5,15 @@ the Hypothesis profiles:
 
 * ``dev``      - fast default, random;
 * ``ci``       - derandomized, chosen automatically when ``CI`` is set;
-* ``thorough`` - 1000 examples per spec.
+* ``thorough`` - 1000 examples per spec;
+* ``triage``   - ``ci`` without shrinking, for runs that expect many failures (the project's
+  own tests of plug-ins and mutants): first counterexample, not the minimal one.
 
 Choose with ``--hypothesis-profile NAME`` or ``POSENC_HYPOTHESIS_PROFILE=NAME``.
 """
 
 import torch
-from hypothesis import HealthCheck, register_random, settings
+from hypothesis import HealthCheck, Phase, register_random, settings
 
 pytest_plugins = ["posenc.pytest_plugin"]
 
@@ -20,6 +22,8 @@ _COMMON = dict(deadline=None, print_blob=True, report_multiple_bugs=False,
 settings.register_profile("dev", max_examples=15, **_COMMON)
 settings.register_profile("ci", max_examples=15, derandomize=True, **_COMMON)
 settings.register_profile("thorough", max_examples=1000, **_COMMON)
+settings.register_profile("triage", parent=settings.get_profile("ci"),
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 class _TorchRandom:

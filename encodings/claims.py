@@ -54,8 +54,8 @@ class ClaimViolation(AssertionError):
     The only exception a declared refutation accepts: any other exception is a crash.
     """
 
-    def __init__(self, encoder: str, claim: str, message: str, **details):
+    def __init__(self, encoder: str, claim: str, summary: str, **details):
         self.encoder, self.claim, self.details = encoder, claim, details
-        lines = [f"[{claim}] {encoder}: {message}"]
+        lines = [f"[{claim}] {encoder}: {summary}"]
         lines += [f"  {key}: {value}" for key, value in details.items()]
         super().__init__("\n".join(lines))

@@ -19,6 +19,8 @@ from .rotary import RotaryEmbeddingComplex, _check_heads_input
 
 
 class DynamicPositionalEncoding(nn.Module):
+    """``0.7 · R_p x + 0.3 · R_{s·p} x`` with a learnable scale ``s`` (000 §5.3)."""
+
     def __init__(
         self,
         head_dim: int,

@@ -18,6 +18,8 @@ from .rotary import MultiHeadRotaryEmbedding
 
 
 class HybridPositionalEncoding(nn.Module):
+    """Learnable absolute table, then per-head RoPE (000 §5.1) on ``(batch, seq, d_model)``."""
+
     def __init__(self, d_model: int, n_heads: int, max_len: int, **rotary_options):
         super().__init__()
         self.rotary = MultiHeadRotaryEmbedding(d_model, n_heads, **rotary_options)

@@ -107,8 +107,8 @@ def reproducer(spec: str, record: EncoderRecord, **values) -> str:
     return f"pytest specs -k '{spec} and {record.name}'  # {shown}"
 
 
-def violated(record: EncoderRecord, claim: str, message: str, **details):
-    raise ClaimViolation(record.name, claim, message, **details)
+def violated(record: EncoderRecord, claim: str, summary: str, **details):
+    raise ClaimViolation(record.name, claim, summary, **details)
 
 
 def require_within(record, claim, *, error: float, bound: float, what: str, repro: str, **details):

@@ -4,6 +4,7 @@
 
 import pytest
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from posenc.registry import FINITE_DIFFERENCE
 from specs.support import build, config, input_shape, randn, violated
@@ -20,7 +21,7 @@ def test_gradcheck_in_float64(record):
         ok = torch.autograd.gradcheck(lambda t: module(t, positions), (x,), eps=FINITE_DIFFERENCE.step,
                                       atol=FINITE_DIFFERENCE.atol, rtol=FINITE_DIFFERENCE.rtol,
                                       raise_exception=True)
-    except torch.autograd.gradcheck.GradcheckError as error:
+    except GradcheckError as error:
         violated(record, "contract", "autograd gradient differs from finite differences",
                  message=str(error).splitlines()[0])
     assert ok

@@ -60,7 +60,7 @@ def test_refutation_and_not_applicable_need_reasons():
 
 
 def test_missing_tolerance_is_an_error():
-    with pytest.raises(ValueError, match="no tolerance declared for torch.float16"):
+    with pytest.raises(ValueError, match="no tolerance declared for torch.float64"):
         _minimal_record(tolerances={torch.float32: posenc.DEFAULT_TOLERANCES[torch.float32]})
 
 

@@ -1,0 +1,76 @@
+"""User plug-ins, loaded from files outside the project, are judged like the built-ins.
+
+One run of ``pytest specs`` with two plug-ins (copied to a temporary directory):
+
+* a RoPE with a 64-position table and the identity beyond it fails ROPE-4 and ROPE-9;
+* a RoPE forming angles in bf16 fails ROPE-10a and ROPE-11 at a named position;
+* every built-in encoder's verdicts stay as declared.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import posenc
+from posenc.claims import CLAIMS
+from specs.index import spec_functions
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ROOT / "tests" / "plugins"
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    user_dir = tmp_path_factory.mktemp("user")
+    files = [shutil.copy(PLUGINS / name, user_dir / name) for name in ("table64_rope.py", "bf16_angle_rope.py")]
+    matrix_dir = user_dir / "reports"
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--matrix-dir", str(matrix_dir)]
+    for path in files:
+        command += ["--plugin", str(path)]
+    env = {**os.environ, "POSENC_HYPOTHESIS_PROFILE": "triage"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # the plug-ins fail
+    return json.loads((matrix_dir / "verdicts.json").read_text()), result.stdout
+
+
+def _failing(verdicts, encoder):
+    return {c for c, row in verdicts["matrix"].items() if row[encoder] == "unexpectedly failing"}
+
+
+def test_table_limited_rope_fails_relative_offset_and_caching(verdicts):
+    data, _ = verdicts
+    assert {"ROPE-4", "ROPE-9"} <= _failing(data, "user_rope_table64")
+    crashed = [c for c, row in data["matrix"].items() if row["user_rope_table64"] == "crashed"]
+    assert not crashed, crashed
+
+
+def test_bf16_angle_rope_fails_far_positions_and_half_precision(verdicts):
+    data, _ = verdicts
+    assert {"ROPE-10a", "ROPE-11"} <= _failing(data, "user_rope_bf16_angles")
+    messages = [o["message"] for o in data["outcomes"]
+                if o["encoder"] == "user_rope_bf16_angles" and o["claim"] == "ROPE-11" and o["state"] != "holds"]
+    assert messages and all("at position 1000" in m or "at position 100:" in m for m in messages), messages
+
+
+def test_builtin_verdicts_are_unchanged(verdicts):
+    data, _ = verdicts
+    run_by_default = {s.claim for s in spec_functions() if not {"perf", "slow"} & set(s.markers)}
+    for record in posenc.records():
+        if record.origin != "built-in":
+            continue
+        for claim in CLAIMS:
+            declared = record.declared(claim).status
+            observed = data["matrix"][claim][record.name]
+            expected = declared if claim in run_by_default or declared == "n/a" else "not run"
+            assert observed == expected, (record.name, claim, observed, declared)
+
+
+def test_plugins_are_named_in_the_header(verdicts):
+    data, stdout = verdicts
+    assert any(p.endswith("bf16_angle_rope.py") for p in data["header"]["plugins"])
+    assert "user_rope_table64" in data["header"]["encoders"]
