@@ -1,0 +1,67 @@
+"""Generated README sections: the declared verdict matrix and the specs deciding each claim.
+
+``python -m specs.report`` prints both (``--write`` updates README); ``tests/test_readme.py`` keeps README in sync. The
+declared matrix equals the observed one on a passing run: strict expected failures enforce
+every declared refutation, and every "holds" is a passing spec.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import posenc
+from posenc.claims import CLAIMS, CONTRACT
+from posenc.matrix import declared_matrix, render_markdown
+from specs.index import spec_functions
+
+
+def builtin_records():
+    return [r for r in posenc.records() if r.origin == "built-in"]
+
+
+def matrix_markdown() -> str:
+    return render_markdown(declared_matrix(builtin_records()))
+
+
+def specs_by_claim_markdown() -> str:
+    specs = spec_functions()
+    lines = ["| claim | statement | decided by |", "|---|---|---|"]
+    for claim in (CONTRACT, *CLAIMS):
+        names = sorted({f"`{s.module}::{s.name}`" + (f" ({', '.join(s.markers)})" if s.markers else "")
+                        for s in specs if s.claim == claim})
+        statement = CLAIMS.get(claim, "calling contract: shape, dtype, device, bad input, gradients")
+        lines.append(f"| {claim} | {statement} | {'<br>'.join(names)} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"matrix": matrix_markdown, "specs-by-claim": specs_by_claim_markdown}
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def section_pattern(name: str) -> re.Pattern:
+    return re.compile(rf"(<!-- {name}:start -->\n)(.*?)(<!-- {name}:end -->)", re.DOTALL)
+
+
+def readme_section(text: str, name: str) -> str:
+    match = section_pattern(name).search(text)
+    if match is None:
+        raise ValueError(f"README has no section markers for {name!r}")
+    return match.group(2)
+
+
+def write_readme() -> None:
+    text = README.read_text()
+    for name, render in SECTIONS.items():
+        readme_section(text, name)
+        text = section_pattern(name).sub(lambda m: m.group(1) + render() + m.group(3), text)
+    README.write_text(text)
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv:
+        write_readme()
+    else:
+        for name, render in SECTIONS.items():
+            print(f"<!-- {name}:start -->\n{render()}<!-- {name}:end -->\n")

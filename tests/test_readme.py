@@ -1,0 +1,35 @@
+"""README stays true: generated sections in sync, and its plug-in example behaves as described."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specs.report import README, SECTIONS, readme_section
+
+ROOT = README.parent
+
+
+@pytest.mark.parametrize("name", list(SECTIONS))
+def test_generated_section_is_current(name):
+    assert readme_section(README.read_text(), name) == SECTIONS[name](), \
+        f"README section {name!r} is stale: run `python -m specs.report --write`"
+
+
+def test_readme_plugin_example_behaves_as_described(tmp_path):
+    text = README.read_text()
+    code = re.search(r"```python\n(# my_rope\.py\n.*?)```", text, re.DOTALL).group(1)
+    plugin = tmp_path / "my_rope.py"
+    plugin.write_text(code)
+    command = [sys.executable, "-m", "pytest", "specs", "--plugin", str(plugin), "--encoders", "my_rope", "-q",
+               "-p", "no:cacheprovider", "--matrix-dir", str(tmp_path / "reports")]
+    env = {**__import__("os").environ, "POSENC_HYPOTHESIS_PROFILE": "triage"}
+    subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
+    row = {claim: cells["my_rope"] for claim, cells in matrix.items()}
+    assert row.pop("contract") == "unexpectedly failing"
+    assert row.pop("ROPE-13") == "refuted"
+    assert {state for state in row.values()} <= {"holds", "n/a", "not run"}, row
