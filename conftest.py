@@ -7,7 +7,8 @@ the Hypothesis profiles:
 * ``ci``       - derandomized, chosen automatically when ``CI`` is set;
 * ``thorough`` - 1000 examples per spec;
 * ``triage``   - ``ci`` without shrinking, for runs that expect many failures (the project's
-  own tests of plug-ins and mutants): first counterexample, not the minimal one.
+  own tests of plug-ins and mutants): first counterexample, not the minimal one;
+* ``explicit`` - only the pinned ``@example`` cases: proves every refutation is deterministic.
 
 Choose with ``--hypothesis-profile NAME`` or ``POSENC_HYPOTHESIS_PROFILE=NAME``.
 """
@@ -24,6 +25,7 @@ settings.register_profile("ci", max_examples=15, derandomize=True, **_COMMON)
 settings.register_profile("thorough", max_examples=1000, **_COMMON)
 settings.register_profile("triage", parent=settings.get_profile("ci"),
                           phases=[Phase.explicit, Phase.reuse, Phase.generate])
+settings.register_profile("explicit", parent=settings.get_profile("ci"), phases=[Phase.explicit])
 
 
 class _TorchRandom:
