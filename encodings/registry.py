@@ -104,8 +104,12 @@ class RotaryGeometry:
 
     base: float = 10000.0
     layout: str = "interleaved"  # interleaved | half_split | concatenated
-    rotary_dim: int | None = None  # None: the whole head
+    rotary_fraction: float = 1.0  # partial rotary: the first fraction of each head is rotated
     scaling_factor: float = 1.0
+
+    def rotary_dim(self, head_dim: int) -> int:
+        """Rotated features of a head: ``rotary_fraction · head_dim``, rounded down to even, at least 2."""
+        return max(2, int(head_dim * self.rotary_fraction) // 2 * 2)
 
 
 @dataclass(frozen=True)

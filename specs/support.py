@@ -66,7 +66,7 @@ def reference_frequencies(dim: int, base: float) -> torch.Tensor:
 def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry, head_dim: int) -> torch.Tensor:
     """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's layout."""
     x = x.to(torch.float64)
-    r = geometry.rotary_dim or head_dim
+    r = geometry.rotary_dim(head_dim)
     theta = reference_frequencies(r, geometry.base).to(x.device)
     p = positions.to(device=x.device, dtype=torch.float64) / geometry.scaling_factor
     angle = (p.unsqueeze(-1) * theta).unsqueeze(-2)  # (…, seq, 1, r/2)

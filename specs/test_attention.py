@@ -1,7 +1,7 @@
 """Attention modules.
 
 * ATT-1 (000 §3.3): ``attend(q, k, v) = softmax((R q)(R k)ᵀ / √d_k) v`` with the float64 rotation and a
-  hand-written float64 softmax attention (scale ``1/√d_k``, causal when the module is), and
+  hand-written float64 softmax attention (scale ``1/√d_k``; causal when the record declares ATT-3), and
   ``forward(x) = attend(project(x))``.
 * ATT-2 (004 §4): softmax rows sum to 1: with every value equal to 1 the output is 1.
 * ATT-3 (004 §5.2): causal masking: changing tokens ``≥ j`` leaves outputs ``< j`` unchanged.
@@ -54,7 +54,7 @@ def test_equals_plain_attention_on_rotated_q_k(record, dtype, device, seed, offs
     positions = torch.arange(offset, offset + seq, device=device)[None]
     rq = reference_rotation(q, positions, record.geometry, SPEC_CONFIG.head_dim)
     rk = reference_rotation(k, positions, record.geometry, SPEC_CONFIG.head_dim)
-    expected = reference_attention(rq, rk, v, causal=getattr(module, "causal", False))
+    expected = reference_attention(rq, rk, v, causal=record.applies("ATT-3"))
     repro = reproducer("test_equals_plain_attention_on_rotated_q_k", record, dtype=dtype, seed=seed,
                        offset=offset, seq=seq)
     require_within(record, "ATT-1", error=max_error(out, expected),

@@ -75,7 +75,11 @@ def test_scale_is_trainable_and_gets_the_right_gradient(record, seed):
     x = randn(input_shape(record, 1, 6), seed, torch.float64)
     g = randn(input_shape(record, 1, 6), seed + 1, torch.float64)
     positions = torch.tensor([0, 2, 3, 10, 11, 40])
-    (module(x, positions) * g).sum().backward()
+    output = module(x, positions)
+    if not output.requires_grad:
+        violated(record, "DYN-2", "the output does not depend on the scale: no gradient can reach it",
+                 reproducer=repro)
+    (output * g).sum().backward()
     if scale.grad is None or not bool(torch.isfinite(scale.grad).all()) or float(scale.grad.abs().sum()) == 0.0:
         violated(record, "DYN-2", "the scale received no gradient", grad=scale.grad, reproducer=repro)
     step = FINITE_DIFFERENCE.step

@@ -187,7 +187,7 @@ def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
 def test_frequencies_follow_the_formula(record, base, dim):
     module = build(record, torch.float64, **heads_config(record, dim, base=base))
     geometry = record.geometry
-    rotary_dim = geometry.rotary_dim or dim
+    rotary_dim = geometry.rotary_dim(dim)
     theta = measured_frequencies(record, module, dim)[: rotary_dim // 2]
     expected = reference_frequencies(rotary_dim, base) / geometry.scaling_factor
     require_within(record, "ROPE-2", error=max_error(theta, expected),
@@ -235,7 +235,7 @@ def test_equals_complex_multiplication(record, dtype, device, seed, positions):
         y = as_heads(module(x, p)).to(torch.float64)
     head_dim = SPEC_CONFIG.head_dim
     layout = record.geometry.layout
-    r = record.geometry.rotary_dim or head_dim
+    r = record.geometry.rotary_dim(head_dim)
     x64 = as_heads(x).to(torch.float64)[..., input_pair_order(layout, head_dim)]
     theta = reference_frequencies(r, record.geometry.base) / record.geometry.scaling_factor
     phasor = torch.polar(torch.ones(len(p), r // 2, dtype=torch.float64), p[:, None].double().cpu() * theta)

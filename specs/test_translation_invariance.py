@@ -4,8 +4,9 @@
   additive encoders are placed into a float64 softmax attention over ``f(q, p), f(k, p)`` and
   unrotated ``v``; attention modules are called with positions ``p`` and ``p + t``.
 * LIN-2 (000 §5.2): linear attention with RoPE keeps this property.
-* HYB-1 (000 §5.1): the hybrid inherits ABS-2 (tested there) and loses ATT-4: the shift must
-  change its attention beyond tolerance.
+* HYB-1 (000 §5.1): the hybrid inherits ABS-2 and loses ATT-4: the shift must change its
+  attention beyond tolerance. With its table zeroed, what remains is per-head RoPE:
+  ``f(x, p) = R_p x`` for every head, angles from ``head_dim``.
 """
 
 import math
@@ -24,6 +25,8 @@ from specs.support import (
     position_cap,
     randn,
     reference_attention,
+    reference_rotation,
+    max_error,
     reproducer,
     require_within,
     violated,
@@ -103,3 +106,23 @@ def test_hybrid_inherits_table_limit_and_loses_shift_invariance(record, device):
     if error <= bound:
         violated(record, "HYB-1", "attention stayed shift invariant: the learned table does not reach the logits",
                  error=error, tolerance=bound, reproducer=repro)
+
+
+@pytest.mark.claim("HYB-1", kinds=("rotary",))
+@given(seed=seeds, offset=offsets)
+@example(seed=0, offset=3)
+def test_hybrid_rotation_alone_is_per_head_rope(record, dtype, seed, offset):
+    offset = min(offset, position_cap(record, offset + SEQ) - SEQ)
+    module = build(record, dtype)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.zero_()
+        x = randn(input_shape(record, 2, SEQ), seed, dtype)
+        y = as_heads(module(x, None, offset=offset))
+    positions = torch.arange(offset, offset + SEQ)[None]
+    expected = reference_rotation(as_heads(x), positions, record.geometry, SPEC_CONFIG.head_dim)
+    require_within(record, "HYB-1", error=max_error(y, expected),
+                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(positions)),
+                   what="with the table zeroed, the output is not per-head RoPE",
+                   repro=reproducer("test_hybrid_rotation_alone_is_per_head_rope", record, dtype=dtype, seed=seed,
+                                    offset=offset))

@@ -1,0 +1,43 @@
+"""Prints the mutation kill rate that ``tests/test_mutants.py`` measures, with the reason for each kill."""
+
+import pytest
+
+MUTATION_REPORT = pytest.StashKey[dict]()
+
+
+@pytest.fixture(scope="session")
+def mutation_report(pytestconfig) -> dict:
+    """Filled by the mutant tests, printed at the end of the run."""
+    return pytestconfig.stash.setdefault(MUTATION_REPORT, {})
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    report = config.stash.get(MUTATION_REPORT, None)
+    if not report:
+        return
+    write = terminalreporter.write_line
+    mutants, kills, specs = report["mutants"], report["kills"], report["specs"]
+    killed = [m for m in mutants if kills[m]]
+    killing_specs = [s for s in specs if report["victims"][s]]
+    terminalreporter.section("mutation testing")
+    write(f"mutation kill rate: {len(killed)}/{len(mutants)} mutants killed; "
+          f"{len(killing_specs)}/{len(specs)} specs kill at least one mutant")
+    write(f"mutant run: {len(mutants)} mutants through the default spec suite in {report['wall_s']:.1f} s wall time")
+    for mutant in mutants:
+        by_spec = kills[mutant]
+        if not by_spec:
+            reason = report["survivors"].get(mutant, "no spec kills it")
+            write(f"  SURVIVED {mutant}: {reason}")
+            continue
+        expected = [s for s in sorted(by_spec) if s in report["expected"][mutant]]
+        shown = (expected or sorted(by_spec))[0]
+        write(f"  {mutant}: killed by {len(by_spec)} spec(s): {', '.join(sorted(by_spec))}")
+        write(f"      {_first_line(by_spec[shown])}")
+    idle = [s for s in specs if not report["victims"][s]]
+    if idle:
+        write(f"specs that kill no mutant: {', '.join(idle)}")

@@ -1,0 +1,199 @@
+"""Every spec can fail: the default spec suite, run once on the mutant encoders of ``tests/mutants.py``.
+
+One subprocess runs ``pytest specs`` with the mutants loaded through the public plug-in option,
+as a user's file would be, and writes the verdicts; the tests below read who killed whom. A kill
+is a spec reporting "unexpectedly failing" (a ClaimViolation where the imitated design's claim
+holds); a crash is not a kill.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import posenc
+from specs.index import spec_functions
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANTS_FILE = Path(__file__).with_name("mutants.py")
+KILL = "unexpectedly failing"
+OUT_OF_SCOPE_MARKERS = {"perf", "slow"}  # deselected by default
+#: Decided by measurements (posenc.perf_claims, specs/test_perf.py, specs/test_complexity.py), not by
+#: a defect an encoder carries; their specs are left out of the kill requirement.
+PERFORMANCE_CLAIMS = {"PERF-1", "PERF-2", "LIN-1", "ROPE-12"}
+
+
+def read_catalogue():
+    """``tests/mutants.py`` as a module; its records are collected, not registered in this process."""
+    collected = []
+    spec = importlib.util.spec_from_file_location("mutant_catalogue", MUTANTS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    with mock.patch.object(posenc, "register", side_effect=collected.append):
+        spec.loader.exec_module(module)
+    return module, collected
+
+
+def _takes_record(info) -> bool:
+    function = getattr(importlib.import_module(f"specs.{info.module}"), info.name)
+    return "record" in inspect.signature(function).parameters
+
+
+CATALOGUE, RECORDS = read_catalogue()
+MUTANTS = [r.name for r in RECORDS]
+EXPECTED_KILLS: dict[str, set[str]] = CATALOGUE.EXPECTED_KILLS
+KNOWN_SURVIVORS: dict[str, str] = CATALOGUE.KNOWN_SURVIVORS
+DEFAULT_SPECS = [s for s in spec_functions() if not OUT_OF_SCOPE_MARKERS & set(s.markers)
+                 and s.claim not in PERFORMANCE_CLAIMS and _takes_record(s)]
+SPEC_NAMES = sorted({s.name for s in DEFAULT_SPECS})
+ROTARY_CLAIMS = [claim for claim, declared in posenc.rotary_claims().items()
+                 if declared.status != "n/a" and any(s.claim == claim for s in DEFAULT_SPECS)]
+
+
+def _environment() -> dict:
+    """This environment without encoder selection or plug-ins, with the triage Hypothesis profile."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("POSENC_")}
+    env["POSENC_HYPOTHESIS_PROFILE"] = "triage"  # ci without shrinking: the first counterexample suffices
+    return env
+
+
+class MutationRun:
+    """The outcomes of the spec suite on the mutants, indexed by mutant and spec."""
+
+    def __init__(self, outcomes: list[dict], wall_s: float):
+        self.outcomes, self.wall_s = outcomes, wall_s
+        self.kills: dict[str, dict[str, str]] = {m: {} for m in MUTANTS}
+        for o in outcomes:
+            if o["state"] == KILL and o["encoder"] in self.kills:
+                self.kills[o["encoder"]].setdefault(o["spec"], o["message"])
+
+    def states(self, mutant: str, spec: str) -> dict[str, str]:
+        """Each state ``spec`` reached on ``mutant``, with its first message."""
+        found: dict[str, str] = {}
+        for o in self.outcomes:
+            if o["encoder"] == mutant and o["spec"] == spec:
+                found.setdefault(o["state"], o["message"])
+        return found
+
+    def victims(self, spec: str) -> set[str]:
+        return {m for m, by_spec in self.kills.items() if spec in by_spec}
+
+    def report(self) -> dict:
+        return {
+            "mutants": MUTANTS, "kills": self.kills, "specs": SPEC_NAMES, "wall_s": self.wall_s,
+            "victims": {s: self.victims(s) for s in SPEC_NAMES}, "expected": EXPECTED_KILLS,
+            "survivors": KNOWN_SURVIVORS,
+        }
+
+
+def _describe(states: dict[str, str]) -> str:
+    return "; ".join(f"{state}: {message[:200]}" for state, message in states.items()) or "not run"
+
+
+@pytest.fixture(scope="module")
+def mutation_run(tmp_path_factory, mutation_report) -> MutationRun:
+    """Run the default spec suite once on every mutant (in a subprocess) and read its verdicts."""
+    out = tmp_path_factory.mktemp("mutation")
+    command = [sys.executable, "-m", "pytest", "specs", "--plugin", str(MUTANTS_FILE.relative_to(ROOT)),
+               "--encoders", ",".join(MUTANTS), "--matrix-dir", str(out), "-q", "-p", "no:cacheprovider",
+               "--tb=no"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    wall_s = time.perf_counter() - start
+    (out / "spec-run.log").write_text(done.stdout + done.stderr)
+    verdicts = out / "verdicts.json"
+    if done.returncode not in (0, 1) or not verdicts.exists():  # 1: some specs failed, as they should
+        pytest.fail(f"the spec run on the mutants did not complete (exit {done.returncode}):\n"
+                    f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    run = MutationRun(json.loads(verdicts.read_text())["outcomes"], wall_s)
+    mutation_report.update(run.report())
+    return run
+
+
+# ------------------------------------------------------------------ the catalogue itself
+
+
+def test_catalogue_names_at_least_twenty_mutants_with_their_expected_kills():
+    assert len(MUTANTS) >= 20, MUTANTS
+    assert len(set(MUTANTS)) == len(MUTANTS)
+    assert set(EXPECTED_KILLS) == set(MUTANTS), set(EXPECTED_KILLS) ^ set(MUTANTS)
+    unknown = {m: sorted(specs - set(SPEC_NAMES)) for m, specs in EXPECTED_KILLS.items() if specs - set(SPEC_NAMES)}
+    assert not unknown, f"expected kills name specs that are not in the default run: {unknown}"
+    assert set(KNOWN_SURVIVORS) <= set(MUTANTS)
+    for mutant in MUTANTS:
+        assert bool(EXPECTED_KILLS[mutant]) != (mutant in KNOWN_SURVIVORS), \
+            f"{mutant}: list expected kills, or explain in KNOWN_SURVIVORS why nothing kills it yet"
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)
+def test_mutant_describes_its_defect_and_keeps_the_declarations_it_imitates(record):
+    assert record.description, f"{record.name}: the build function needs a docstring naming the defect"
+    assert record.name not in {r.name for r in posenc.records()}
+    imitated = [r for r in posenc.records() if r.claims == record.claims and r.kind == record.kind]
+    assert imitated, f"{record.name}: declarations differ from every built-in design"
+
+
+def test_mutants_never_reach_the_default_matrix():
+    registered = {r.name for r in posenc.records()}
+    assert not registered & set(MUTANTS), "reading the catalogue registered mutants in this process"
+    done = subprocess.run([sys.executable, "-m", "pytest", "specs", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                          cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[rope_interleaved" in done.stdout, "the collection lists no encoder ids: the check would be vacuous"
+    listed = [m for m in MUTANTS if re.search(rf"\[{re.escape(m)}[-\]]", done.stdout)]
+    assert not listed, f"mutants collected without the plug-in: {listed}"
+
+
+# ------------------------------------------------------------------ kills
+
+
+def test_every_mutant_went_through_the_specs(mutation_run):
+    ran = {o["encoder"] for o in mutation_run.outcomes}
+    assert set(MUTANTS) <= ran, f"no spec ran on: {sorted(set(MUTANTS) - ran)}"
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if EXPECTED_KILLS[m]])
+def test_mutant_is_killed_by_its_expected_specs(mutation_run, mutant):
+    missed = {spec: mutation_run.states(mutant, spec) for spec in sorted(EXPECTED_KILLS[mutant])
+              if KILL not in mutation_run.states(mutant, spec)}
+    assert not missed, f"{mutant} was not killed (ClaimViolation) by:\n" + "\n".join(
+        f"  {spec}: {_describe(states)}" for spec, states in missed.items())
+    for spec in sorted(EXPECTED_KILLS[mutant]):
+        print(f"{spec}: {mutation_run.states(mutant, spec)[KILL]}")
+
+
+@pytest.mark.parametrize("mutant", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_SURVIVORS[m]))
+    if m in KNOWN_SURVIVORS else m
+    for m in MUTANTS
+])
+def test_every_mutant_is_killed(mutation_run, mutant):
+    crashes = {o["spec"]: o["message"] for o in mutation_run.outcomes
+               if o["encoder"] == mutant and o["state"] == "crashed"}
+    assert mutation_run.kills[mutant], f"{mutant} survived every spec; crashes (not kills): {crashes or 'none'}"
+    print("\n".join(f"{spec}: {message}" for spec, message in sorted(mutation_run.kills[mutant].items())))
+
+
+@pytest.mark.parametrize("spec", SPEC_NAMES)
+def test_every_spec_kills_a_mutant(mutation_run, spec):
+    victims = mutation_run.victims(spec)
+    states = Counter(o["state"] for o in mutation_run.outcomes if o["spec"] == spec)
+    crashes = sorted({o["message"] for o in mutation_run.outcomes if o["spec"] == spec and o["state"] == "crashed"})
+    assert victims, f"{spec} killed no mutant; its outcomes on the mutants: {dict(states)}; crashes: {crashes[:3]}"
+
+
+@pytest.mark.parametrize("claim", ROTARY_CLAIMS)
+def test_every_rotary_claim_kills_a_mutant(mutation_run, claim):
+    victims = sorted({o["encoder"] for o in mutation_run.outcomes if o["claim"] == claim and o["state"] == KILL})
+    assert victims, f"no spec of {claim} killed a mutant"
