@@ -1,0 +1,380 @@
+"""Timing, memory, roofline and trace helpers for the performance specs (``pytest specs -m perf``).
+
+* **Workload** - one encoder at one size, as the documents benchmark it (000 §4.1: seq 512,
+  d_model 768): additive and attention encoders on ``x``; rotary encoders on ``q`` and ``k``,
+  as inside attention. ``forward`` runs under ``torch.no_grad()``; ``forward+backward`` also
+  back-propagates a fixed output gradient.
+* **Time** - wall time of one call; on CUDA the call synchronises before it returns, so the
+  host clock measures device time (``cuda_event_times`` cross-checks with CUDA events).
+* **Peak memory** - bytes allocated at the peak of one call above those allocated before it:
+  on CUDA from the caching allocator's peak statistics, on CPU from the profiler's memory
+  events (every allocation and free, in order). Not RSS.
+* **Static memory** - parameters, buffers and tensors the module keeps between calls (caches).
+* **Roofline** - the bytes a call must move at least, ``B = |inputs| + |outputs| + |parameters|``
+  (forward+backward adds ``|grad outputs| + |grad inputs| + |parameter grads|``, so ``2·B``);
+  achieved bandwidth ``B / t``; and its ratio to a copy of ``B`` bytes timed the same way on the
+  same device in the same run, ``t_copy / t``, which survives a noisy machine.
+* **Counts** - operators dispatched and kernels run by one call, from the profiler.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import torch
+from torch import nn
+
+from .registry import EncoderRecord
+
+#: The documents' configuration (000 §4.1).
+DOC_SEQ, DOC_D_MODEL, DOC_HEADS = 512, 768, 12
+
+
+def synchronize(device: str | torch.device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+# ---------------------------------------------------------------- workloads
+
+@dataclass
+class Workload:
+    """A ready-to-time call of one encoder; ``call()`` synchronises on CUDA."""
+
+    name: str
+    kind: str
+    module: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    backward: bool
+    device: str
+    grads: tuple[torch.Tensor, ...] = ()
+    min_bytes: int = 0
+    static: dict = field(default_factory=dict)
+
+    def forward(self):
+        return tuple(self.module(t) for t in self.inputs)
+
+    def _drop_grads(self):
+        for t in self.inputs:
+            t.grad = None
+        self.module.zero_grad(set_to_none=True)
+
+    def call(self, sync: bool = True):
+        """One timed call; ``sync=False`` only enqueues the work (for CUDA-event timing)."""
+        if self.backward:
+            self._drop_grads()
+            torch.autograd.backward(self.forward(), self.grads)
+            if sync:
+                synchronize(self.device)
+            self._drop_grads()  # freed inside the call: every call starts from the same memory
+            return None
+        with torch.no_grad():
+            out = self.forward()
+        if sync:
+            synchronize(self.device)
+        return out
+
+
+def input_shape(record: EncoderRecord, batch: int, seq: int, d_model: int, n_heads: int) -> tuple:
+    if record.kind == "attention" or record.input_layout == "bsd":
+        return (batch, seq, d_model)
+    return (batch, seq, n_heads, d_model // n_heads)
+
+
+def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, d_model: int = DOC_D_MODEL,
+                  n_heads: int = DOC_HEADS, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                  backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2) -> Workload:
+    """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its bytes."""
+    module = record.make(dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    shape = input_shape(record, batch, seq, d_model, n_heads)
+    count = 2 if record.kind == "rotary" else 1  # rotary: q and k
+    inputs = tuple(
+        torch.randn(shape, generator=generator, dtype=torch.float32).to(device=device, dtype=dtype)
+        .requires_grad_(backward)
+        for _ in range(count)
+    )
+    grads = tuple(torch.randn(shape, generator=generator).to(device=device, dtype=dtype) for _ in inputs) \
+        if backward else ()
+    work = Workload(record.name, record.kind, module, inputs, backward, device, grads)
+    for _ in range(max(warmup, 1)):
+        work.call()
+    with torch.no_grad():
+        outputs = work.forward()
+    params = [p for p in module.parameters() if p.requires_grad]
+    once = tensor_bytes(inputs) + tensor_bytes(outputs) + tensor_bytes(params)
+    work.min_bytes = 2 * once if backward else once
+    work.static = static_memory(module)
+    return work
+
+
+# ---------------------------------------------------------------- static memory
+
+def static_memory(module: nn.Module) -> dict[str, int]:
+    """Bytes the module holds between calls: parameters, buffers, and tensors cached in attributes.
+
+    Each storage is counted once.
+    """
+    seen: set[int] = set()
+    totals = {"parameter_bytes": 0, "buffer_bytes": 0, "cache_bytes": 0}
+
+    def add(tensor, kind):
+        if not isinstance(tensor, torch.Tensor):
+            return
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() in seen:
+            return
+        seen.add(storage.data_ptr())
+        totals[kind] += storage.nbytes()
+
+    for m in module.modules():
+        for p in m._parameters.values():
+            add(p, "parameter_bytes")
+        for b in m._buffers.values():
+            add(b, "buffer_bytes")
+    for m in module.modules():
+        for name, value in vars(m).items():
+            if name in ("_parameters", "_buffers", "_modules"):
+                continue
+            values = value.values() if isinstance(value, Mapping) else value if isinstance(value, (list, tuple)) \
+                else (value,)
+            for v in values:
+                add(v, "cache_bytes")
+    totals["static_bytes"] = sum(totals.values())
+    return totals
+
+
+# ---------------------------------------------------------------- peak memory
+
+def _memory_events(prof) -> list[tuple[int, int]]:
+    """``(time, bytes)`` of every CPU allocation (+) and free (−) the profiler recorded, in order."""
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    return sorted(((e.start_ns(), e.nbytes()) for e in events), key=lambda pair: pair[0])
+
+
+def peak_memory(fn: Callable[[], object], device: str) -> int:
+    """Bytes allocated at the peak of one ``fn()`` above those allocated just before it (outputs kept)."""
+    if torch.device(device).type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        out = fn()
+        synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - base
+        del out
+        return int(peak)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    del out
+    running = peak = 0
+    for _, nbytes in _memory_events(prof):
+        running += nbytes
+        peak = max(peak, running)
+    return int(peak)
+
+
+# ---------------------------------------------------------------- time
+
+def time_call(fn: Callable[[], object], *, min_time: float = 0.2, min_reps: int = 5, max_reps: int = 10_000,
+              warmup: int = 1) -> list[float]:
+    """Seconds per call of ``fn`` (which must synchronise on CUDA), one sample per call."""
+    for _ in range(warmup):
+        fn()
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < min_reps or (time.perf_counter() - start < min_time and len(samples) < max_reps):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t0) * 1e-9)
+    return samples
+
+
+def median(samples) -> float:
+    return float(statistics.median(samples))
+
+
+def cuda_event_times(fn: Callable[[], object], reps: int = 20, warmup: int = 3) -> list[float]:
+    """Seconds per call between CUDA events recorded around each call; ``fn`` should only enqueue
+    work (no host synchronisation inside, or the idle time until the end event is counted too)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e-3)
+    return out
+
+
+def interleaved_medians(fns: Mapping[str, Callable[[], object]], *, min_time: float = 1.0,
+                        min_rounds: int = 15, max_rounds: int = 2000) -> dict[str, float]:
+    """Median seconds per call of each function, timed in alternation so drift hits all alike."""
+    names = list(fns)
+    for name in names:
+        fns[name]()
+    samples = {name: [] for name in names}
+    start, rounds = time.perf_counter(), 0
+    while rounds < min_rounds or (time.perf_counter() - start < min_time and rounds < max_rounds):
+        order = names[rounds % len(names):] + names[: rounds % len(names)]
+        for name in order:
+            t0 = time.perf_counter_ns()
+            fns[name]()
+            samples[name].append((time.perf_counter_ns() - t0) * 1e-9)
+        rounds += 1
+    return {name: median(s) for name, s in samples.items()}
+
+
+# ---------------------------------------------------------------- roofline
+
+def copy_call(nbytes: int, device: str) -> Callable[[], object]:
+    """A call that copies ``nbytes / 2`` bytes (so it moves ``nbytes``: read plus write)."""
+    numel = max(nbytes // 2 // 4, 1)
+    src = torch.rand(numel, device=device)
+    dst = torch.empty_like(src)
+
+    def call():
+        dst.copy_(src)
+        synchronize(device)
+
+    return call
+
+
+def roofline(min_bytes: int, seconds: float, copy_seconds: float) -> dict[str, float]:
+    return {
+        "bandwidth_GBps": min_bytes / seconds / 1e9,
+        "copy_bandwidth_GBps": min_bytes / copy_seconds / 1e9,
+        "roofline_ratio": copy_seconds / seconds,
+    }
+
+
+# ---------------------------------------------------------------- profiler counts and traces
+
+#: Operators that only make views, metadata or uninitialised buffers: no kernel runs.
+NO_KERNEL_OPS = frozenset({
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::_reshape_alias", "aten::as_strided",
+    "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::transpose",
+    "aten::permute", "aten::t", "aten::detach", "aten::alias", "aten::empty", "aten::empty_strided",
+    "aten::empty_like", "aten::resize_", "aten::lift_fresh", "aten::view_as_real", "aten::view_as_complex",
+    "aten::unflatten", "aten::flatten", "aten::split", "aten::chunk", "aten::narrow", "aten::unbind",
+    "aten::result_type", "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::resolve_conj",
+    "aten::resolve_neg", "aten::set_", "aten::contiguous", "aten::to", "aten::type_as", "aten::numpy_T",
+    "aten::split_with_sizes", "aten::unsafe_split", "aten::expand_as", "aten::view_as", "aten::_has_compatible_shallow_copy_type",
+})
+
+
+def _aten_ancestor(event) -> bool:
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def count_ops(fn: Callable[[], object], device: str) -> dict[str, int]:
+    """Operators dispatched (``aten::`` calls not nested in another) and kernels run by one ``fn()``.
+
+    Kernels: on CUDA the device kernels the profiler saw; on CPU the ``aten::`` leaf operators
+    that compute (views and allocations excluded) plus each call of a compiled graph (counted as
+    one: Inductor's C++ kernels are not recorded individually).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    on_cuda = torch.device(device).type == "cuda"
+    if on_cuda:
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        fn()
+    events = prof.events()
+    aten = [e for e in events if e.name.startswith("aten::")]
+    ops = sum(1 for e in aten if not _aten_ancestor(e))
+    if on_cuda:
+        kernels = sum(1 for e in prof.profiler.kineto_results.events()
+                      if e.device_type() == torch.autograd.DeviceType.CUDA and e.activity_type() == "kernel")
+    else:
+        leaves = [e for e in aten if not e.cpu_children and e.name not in NO_KERNEL_OPS]
+        compiled = [e for e in events if e.name.startswith("## Call CompiledFxGraph")]
+        kernels = len(leaves) + len(compiled)
+    return {"op_count": ops, "kernel_count": kernels}
+
+
+def write_trace(fn: Callable[[], object], directory: str | Path, worker_name: str, device: str,
+                steps: int = 3) -> list[Path]:
+    """A torch.profiler trace of ``steps`` calls (after one warm-up step), with shapes and memory,
+    written by ``tensorboard_trace_handler`` into ``directory``; returns the files written."""
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    before = set(directory.glob("*.pt.trace.json*"))
+    activities = [ProfilerActivity.CPU]
+    if torch.device(device).type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps),
+                 on_trace_ready=tensorboard_trace_handler(str(directory), worker_name=worker_name),
+                 record_shapes=True, profile_memory=True) as prof:
+        for _ in range(1 + steps):
+            fn()
+            prof.step()
+    return sorted(set(directory.glob("*.pt.trace.json*")) - before)
+
+
+# ---------------------------------------------------------------- fits and machine
+
+def loglog_slope(xs, ys) -> float:
+    """Least-squares slope of ``log y`` against ``log x``."""
+    lx = [math.log(x) for x in xs]
+    ly = [math.log(max(y, 1e-300)) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: str) -> str:
+    if torch.device(device).type == "cuda":
+        return torch.cuda.get_device_name(torch.device(device))
+    return f"{cpu_name()}, {os.cpu_count()} logical CPUs, {torch.get_num_threads()} torch threads"
+
+
+def machine_info() -> dict:
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpus": [],
+    }
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["cudnn"] = torch.backends.cudnn.version()
+    return info

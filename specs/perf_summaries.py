@@ -1,0 +1,126 @@
+"""What the perf run writes for TensorBoard with ``SummaryWriter``, next to the profiler traces.
+
+* ``attention/<encoder>`` (images): attention weights between 64 positions of one repeated
+  token, mean over heads, scaled to [0, 1]; 004 §10 advises looking at attention patterns.
+  Attention modules are read through ``attend(q, k, v = I)``, rotary encoders as
+  ``softmax(⟨f(q, m), f(k, n)⟩ / √d)``, additive ones as ``softmax(h_m·h_n / √d)``, ``h = f(x)``.
+* ``roformer/decay_bound_d<d>`` (scalars against the distance r): RoFormer §3.4.3's bound
+  ``B(r) = (1/(d/2))·Σ_j |S_j|``, ``S_j = Σ_{k<j} e^{i r θ_k}``, ``θ_k = 10000^(−2k/d)``.
+* ``precision/<encoder>/<dtype>`` (scalars against the position p): ``max|f(x, p) − R_p x| / max|R_p x|``
+  against the float64 formula, for every rotary encoder that claims the formula (ROPE-1).
+* ``scaling/time_ms/<encoder>`` and ``scaling/peak_MiB/<encoder>`` (scalars against seq):
+  forward time (median) and peak memory above baseline at batch 1, d_model 768.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from posenc import BuildConfig, profiling
+from specs.support import as_heads, input_shape, randn, reference_rotation
+
+PATTERN_SEQ, PATTERN_D_MODEL, PATTERN_HEADS = 64, 768, 12  # head_dim 64 = seq: v = I fits
+PRECISION_POSITIONS = tuple(2**k for k in range(0, 21))
+SCALING_LENGTHS = (128, 256, 512, 1024, 2048)
+PATTERN_CONFIG = BuildConfig(d_model=PATTERN_D_MODEL, n_heads=PATTERN_HEADS, max_len=PATTERN_SEQ)
+
+
+def roformer_bound(dim: int, distances, base: float = 10000.0) -> torch.Tensor:
+    theta = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    r = torch.as_tensor(distances, dtype=torch.float64)
+    phases = torch.polar(torch.ones(len(r), len(theta), dtype=torch.float64), r[:, None] * theta[None])
+    return phases.cumsum(dim=-1).abs().mean(dim=-1)  # |S_1| … |S_{d/2}|, averaged
+
+
+def _same_token(shape, device, seed=0):
+    """A tensor whose every position holds the same random vector."""
+    one = randn((shape[0], 1, *shape[2:]), seed, device=device)
+    return one.expand(shape).contiguous()
+
+
+def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
+    """(seq, seq) attention weights of one repeated token, mean over heads."""
+    module = record.make(dtype=torch.float32, device=device, d_model=PATTERN_D_MODEL, n_heads=PATTERN_HEADS,
+                         max_len=PATTERN_SEQ)
+    s, h, hd = PATTERN_SEQ, PATTERN_HEADS, PATTERN_D_MODEL // PATTERN_HEADS
+    with torch.no_grad():
+        if record.kind == "attention":
+            q = _same_token((1, s, h, hd), device)
+            v = torch.eye(s, hd, device=device)[None, :, None, :].expand(1, s, h, hd).contiguous()
+            weights = module.attend(q, q.clone(), v)[0, :, :, :s].permute(1, 0, 2)  # (h, m, n)
+        elif record.kind == "rotary":
+            x = _same_token(input_shape(record, 1, s, PATTERN_CONFIG), device)
+            f = as_heads(module(x), PATTERN_CONFIG)[0].transpose(0, 1)  # (h, s, hd)
+            weights = (f @ f.transpose(-1, -2) / math.sqrt(f.shape[-1])).softmax(-1)
+        else:
+            x = _same_token((1, s, PATTERN_D_MODEL), device)
+            out = module(x)[0]
+            weights = (out @ out.T / math.sqrt(out.shape[-1])).softmax(-1)[None]
+    pattern = weights.float().mean(0).cpu()
+    return (pattern - pattern.min()) / (pattern.max() - pattern.min()).clamp_min(1e-30)
+
+
+def precision_errors(record, dtype, positions=PRECISION_POSITIONS, device: str = "cpu") -> list[float]:
+    """Relative error of ``f(x, p)`` against the float64 formula at each position."""
+    from specs.support import SPEC_CONFIG, build
+
+    module = build(record, dtype, device)
+    x = randn(input_shape(record, 1, 1), seed=7, dtype=dtype, device=device)
+    x64 = as_heads(x).to(torch.float64)
+    errors = []
+    for p in positions:
+        pos = torch.tensor([[p]], device=device)
+        with torch.no_grad():
+            y = as_heads(module(x, pos)).to(torch.float64)
+        ref = reference_rotation(x64, pos, record.geometry, SPEC_CONFIG.head_dim)
+        errors.append(float((y - ref).abs().max() / ref.abs().max()))
+    return errors
+
+
+def scaling(record, device: str = "cpu", lengths=SCALING_LENGTHS) -> list[tuple[int, float, int]]:
+    """(seq, median seconds, peak bytes) of one forward call at batch 1, d_model 768."""
+    rows = []
+    for n in lengths:
+        work = profiling.make_workload(record, seq=n, device=device, warmup=1)
+        seconds = profiling.median(profiling.time_call(work.call, min_time=0.1, min_reps=3))
+        rows.append((n, seconds, profiling.peak_memory(work.call, device)))
+    return rows
+
+
+def claims_formula(record) -> bool:
+    return record.kind == "rotary" and record.geometry is not None and record.declared("ROPE-1").status == "holds"
+
+
+def write_summaries(logdir, records, device: str = "cpu", *, lengths=SCALING_LENGTHS,
+                    positions=PRECISION_POSITIONS) -> dict[str, list[str]]:
+    """Write every summary for ``records`` into ``logdir``; returns the scalar and image tags written."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    tags = {"scalars": [], "images": []}
+    with SummaryWriter(log_dir=str(Path(logdir))) as writer:
+        writer.add_text("machine", str(profiling.machine_info()))
+        for dim in (64, 128):
+            tag = f"roformer/decay_bound_d{dim}"
+            for r, value in enumerate(roformer_bound(dim, range(0, 1024)).tolist()):
+                writer.add_scalar(tag, value, global_step=r)
+            tags["scalars"].append(tag)
+        for record in records:
+            pattern = attention_pattern(record, device)
+            image = pattern.repeat_interleave(4, 0).repeat_interleave(4, 1)
+            writer.add_image(f"attention/{record.name}", image, dataformats="HW")
+            tags["images"].append(f"attention/{record.name}")
+            if claims_formula(record):
+                for dtype in record.dtypes:
+                    tag = f"precision/{record.name}/{str(dtype).removeprefix('torch.')}"
+                    for p, error in zip(positions, precision_errors(record, dtype, positions, device)):
+                        writer.add_scalar(tag, error, global_step=p)
+                    tags["scalars"].append(tag)
+            if lengths:
+                for n, seconds, peak in scaling(record, device, lengths):
+                    writer.add_scalar(f"scaling/time_ms/{record.name}", seconds * 1e3, global_step=n)
+                    writer.add_scalar(f"scaling/peak_MiB/{record.name}", peak / 2**20, global_step=n)
+                tags["scalars"] += [f"scaling/time_ms/{record.name}", f"scaling/peak_MiB/{record.name}"]
+    return tags

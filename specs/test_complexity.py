@@ -1,0 +1,140 @@
+"""Complexity against sequence length n (LIN-1, ROPE-12).
+
+* LIN-1 (000 §5.2): linear attention with RoPE costs O(n) instead of O(n²) in time and memory.
+  Observed as the log-log slope ``k`` of ``cost(n) ∝ n^k`` over 5 lengths spanning 16×: peak
+  memory above baseline of one forward call (deterministic: it decides, in the default run) and
+  median time (supporting evidence, ``-m perf``). Either slope must stay below 1.5, the midpoint
+  between O(n) and O(n²). Softmax attention with RoPE and RoPE alone are measured alongside.
+* ROPE-12 (000 §3.3, 004 §1.1): RoPE's overhead is "relatively small" and "efficient for long
+  sequences". Observed inside softmax attention as ``t(attention) / t(attention, rotation
+  removed) − 1`` at seq 512 and 2048 (``-m perf``); the rule is in :mod:`posenc.perf_claims`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from posenc import get, profiling
+from posenc.fused import CompiledRotaryEmbedding
+from posenc.perf_claims import LINEAR_SLOPE_LIMIT, ROPE12_NOISE, ROPE12_OVERHEAD_LIMIT
+from specs.support import violated
+
+#: Memory: small d_model keeps the default run fast; the slope does not depend on it.
+MEMORY_LENGTHS, MEMORY_CONFIG = (128, 256, 512, 1024, 2048), dict(d_model=64, n_heads=4)
+#: Time: d_model 256 (head_dim 64) keeps softmax attention at n = 4096 under a second on a CPU.
+TIME_LENGTHS, TIME_CONFIG = (256, 512, 1024, 2048, 4096), dict(d_model=256, n_heads=4)
+#: The modules the issue compares; the record under test is added to them.
+REFERENCES = ("attention_rope", "rope_interleaved")
+
+
+_CURVES: dict[tuple, list] = {}
+
+
+def memory_curve(record, device, lengths=MEMORY_LENGTHS, config=MEMORY_CONFIG) -> list[int]:
+    key = ("memory", record.name, device, tuple(lengths), tuple(config.items()))
+    if key in _CURVES:
+        return _CURVES[key]
+    peaks = _CURVES[key] = []
+    for n in lengths:
+        work = profiling.make_workload(record, seq=n, device=device, warmup=1, **config)
+        peaks.append(profiling.peak_memory(work.call, device))
+    return peaks
+
+
+def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG) -> list[float]:
+    key = ("time", record.name, device, tuple(lengths), tuple(config.items()))
+    if key in _CURVES:
+        return _CURVES[key]
+    works = {n: profiling.make_workload(record, seq=n, device=device, warmup=1, **config) for n in lengths}
+    medians = profiling.interleaved_medians({n: w.call for n, w in works.items()}, min_time=1.0, min_rounds=5)
+    _CURVES[key] = [medians[n] for n in lengths]
+    return _CURVES[key]
+
+
+def _note(perf_session, text):
+    if text not in perf_session["notes"]:
+        perf_session["notes"].append(text)
+
+
+@pytest.mark.claim("LIN-1", kinds=("attention",))
+def test_linear_attention_memory_is_linear_in_length(record, device, perf_session):
+    peaks = memory_curve(record, device)
+    slope = profiling.loglog_slope(MEMORY_LENGTHS, peaks)
+    _note(perf_session, f"LIN-1 memory slope on {device}: {record.name} {slope:.3f} "
+                        f"(peak bytes {peaks} at n = {list(MEMORY_LENGTHS)})")
+    if not slope < LINEAR_SLOPE_LIMIT:
+        violated(record, "LIN-1", f"peak memory grows as n^{slope:.2f}, not O(n)",
+                 lengths=MEMORY_LENGTHS, peak_bytes=peaks)
+
+
+@pytest.mark.perf
+@pytest.mark.claim("LIN-1", kinds=("attention",))
+def test_linear_attention_time_is_linear_in_length(record, device, perf_session):
+    slopes = {}
+    for name in (record.name, *REFERENCES):
+        times = time_curve(get(name), device)
+        memory = memory_curve(get(name), device, TIME_LENGTHS, TIME_CONFIG)
+        slopes[name] = (profiling.loglog_slope(TIME_LENGTHS, times), profiling.loglog_slope(TIME_LENGTHS, memory))
+        _note(perf_session, f"complexity on {profiling.device_name(device)}, n = {list(TIME_LENGTHS)}, "
+                            f"d_model {TIME_CONFIG['d_model']}: {name}: time slope {slopes[name][0]:.2f}, "
+                            f"memory slope {slopes[name][1]:.2f}, ms {[round(t * 1e3, 2) for t in times]}")
+    time_slope = slopes[record.name][0]
+    if not time_slope < LINEAR_SLOPE_LIMIT:
+        violated(record, "LIN-1", f"time grows as n^{time_slope:.2f}, not O(n)",
+                 slopes={n: round(s[0], 3) for n, s in slopes.items()})
+
+
+class _NoRotation(nn.Module):
+    def forward(self, x, positions=None, *, offset=0):
+        return x
+
+
+def _has_rotary(record) -> bool:
+    return isinstance(getattr(record.make(d_model=16, n_heads=2), "rotary", None), nn.Module)
+
+
+ROPE12_LENGTHS = (512, 2048)
+
+
+def rope_overheads(record, device) -> dict[int, dict[str, float]]:
+    """Per length: seconds with eager RoPE, without rotation, and with the fused RoPE."""
+    out = {}
+    for n in ROPE12_LENGTHS:
+        works = {"rope": profiling.make_workload(record, seq=n, device=device, warmup=1)}
+        works["none"] = profiling.make_workload(record, seq=n, device=device, warmup=0)
+        works["none"].module.rotary = _NoRotation()
+        works["fused"] = profiling.make_workload(record, seq=n, device=device, warmup=0)
+        rotary = works["fused"].module.rotary
+        works["fused"].module.rotary = CompiledRotaryEmbedding(rotary.head_dim, base=rotary.base).to(device)
+        out[n] = profiling.interleaved_medians({k: w.call for k, w in works.items()}, min_time=2.0)
+    return out
+
+
+@pytest.mark.perf
+@pytest.mark.claim("ROPE-12", kinds=("attention",), requires=_has_rotary)
+def test_rope_overhead_inside_attention_is_small(record, device, perf_session):
+    times = rope_overheads(record, device)
+    overhead = {n: t["rope"] / t["none"] - 1 for n, t in times.items()}
+    fused = {n: t["fused"] / t["none"] - 1 for n, t in times.items()}
+    _note(perf_session, f"ROPE-12 on {profiling.device_name(device)}: {record.name}: RoPE overhead "
+                        + ", ".join(f"n={n}: {overhead[n]:+.1%} (fused RoPE {fused[n]:+.1%}, attention without "
+                                    f"rotation {times[n]['none'] * 1e3:.2f} ms)" for n in ROPE12_LENGTHS))
+    short, long = ROPE12_LENGTHS[0], ROPE12_LENGTHS[-1]
+    details = dict(overhead={n: round(v, 4) for n, v in overhead.items()},
+                   fused_overhead={n: round(v, 4) for n, v in fused.items()})
+    if overhead[short] > ROPE12_OVERHEAD_LIMIT:
+        violated(record, "ROPE-12", f"RoPE adds {overhead[short]:.1%} to attention at seq {short}, more than "
+                 f"{ROPE12_OVERHEAD_LIMIT:.0%}", **details)
+    if overhead[long] > overhead[short] + ROPE12_NOISE:
+        violated(record, "ROPE-12", f"the overhead grows with length: {overhead[short]:.1%} at {short}, "
+                 f"{overhead[long]:.1%} at {long}", **details)
+
+
+def test_slope_of_a_quadratic_cost_is_two():
+    """The fit itself can tell O(n) from O(n²)."""
+    lengths = MEMORY_LENGTHS
+    assert abs(profiling.loglog_slope(lengths, [n * n * 3 + 5 for n in lengths]) - 2) < 0.01
+    assert abs(profiling.loglog_slope(lengths, [7 * n for n in lengths]) - 1) < 1e-9
+    assert torch.isfinite(torch.tensor(profiling.loglog_slope(lengths, [1.0] * len(lengths))))
