@@ -133,4 +133,15 @@ def pytest_terminal_summary(terminalreporter, config):
     for note in state["notes"]:
         terminalreporter.write_line(note)
     if state["run_dir"] is not None and state["run_dir"].exists():
+        _write_summary_text(state["run_dir"], state["benchmarks"], state["notes"])
         terminalreporter.write_line(f"profiles: {state['run_dir']}  (tensorboard --logdir {state['run_dir'].parent})")
+
+
+def _write_summary_text(run_dir, benchmarks, notes) -> None:
+    """The summary table in TensorBoard's Text tab: an offline cluster sees it without the
+    profiler plug-in's Overview, whose charts load from the internet."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    lines = _summary_lines(benchmarks) + [""] + list(notes)
+    with SummaryWriter(log_dir=str(run_dir / "summaries")) as writer:
+        writer.add_text("benchmarks", "```\n" + "\n".join(lines).strip() + "\n```")
