@@ -55,7 +55,7 @@ def write_readme() -> None:
     text = README.read_text()
     for name, render in SECTIONS.items():
         readme_section(text, name)
-        text = section_pattern(name).sub(lambda m: m.group(1) + render() + m.group(3), text)
+        text = section_pattern(name).sub(lambda m, body=render(): m.group(1) + body + m.group(3), text)
     README.write_text(text)
 
 

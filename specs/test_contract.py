@@ -8,7 +8,7 @@
 import pytest
 import torch
 
-from specs.support import SPEC_CONFIG, build, input_shape, randn, reproducer, violated
+from specs.support import build, input_shape, randn, reproducer, violated
 
 CONTRACT = "contract"
 
