@@ -59,6 +59,8 @@ def resolve_positions(
             f"positions must have shape (seq,)=({seq_len},) or (batch, seq)=({batch}, {seq_len}), "
             f"got {tuple(positions.shape)}"
         )
+    if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
+        raise ValueError("positions must be finite, got NaN or infinity")
     if positions.numel() and bool((positions < 0).any()):
         raise ValueError(f"positions must be non-negative, got minimum {positions.min().item()}")
     return positions.to(device)

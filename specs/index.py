@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ class SpecInfo:
     claim: str
     kinds: tuple[str, ...] | None
     markers: tuple[str, ...]
+    takes_record: bool  # False: a demonstration of the harness itself, outside the matrix
 
     @property
     def nodeid(self) -> str:
@@ -32,5 +34,6 @@ def spec_functions() -> list[SpecInfo]:
                 if mark.name == "claim":
                     kinds = mark.kwargs.get("kinds")
                     found.append(SpecInfo(path.stem, name, mark.args[0], tuple(kinds) if kinds else None,
-                                          tuple(m.name for m in marks if m.name != "claim")))
+                                          tuple(m.name for m in marks if m.name != "claim"),
+                                          "record" in inspect.signature(function).parameters))
     return found

@@ -29,7 +29,9 @@ def specs_by_claim_markdown() -> str:
     specs = spec_functions()
     lines = ["| claim | statement | decided by |", "|---|---|---|"]
     for claim in (CONTRACT, *CLAIMS):
-        names = sorted({f"`{s.module}::{s.name}`" + (f" ({', '.join(s.markers)})" if s.markers else "")
+        names = sorted({f"`{s.module}::{s.name}`"
+                        + (f" ({', '.join(s.markers)})" if s.markers else "")
+                        + ("" if s.takes_record else " (demonstration, outside the matrix)")
                         for s in specs if s.claim == claim})
         statement = CLAIMS.get(claim, "calling contract: shape, dtype, device, bad input, gradients")
         lines.append(f"| {claim} | {statement} | {'<br>'.join(names)} |")

@@ -103,8 +103,10 @@ def max_angle(positions, geometry=None) -> float:
 # ---------------------------------------------------------------- verdicts
 
 def reproducer(spec: str, record: EncoderRecord, **values) -> str:
+    """A command that reruns ``spec`` on this encoder (with its plug-in), and the drawn values."""
     shown = ", ".join(f"{k}={v}" for k, v in values.items())
-    return f"pytest specs -k '{spec} and {record.name}'  # {shown}"
+    plugin = f" --plugin {record.origin}" if record.origin != "built-in" else ""
+    return f"pytest specs{plugin} --encoders {record.name} -k '{spec}'  # {shown}"
 
 
 def violated(record: EncoderRecord, claim: str, summary: str, **details):
@@ -122,25 +124,43 @@ def max_error(observed: torch.Tensor, expected: torch.Tensor) -> float:
     return float((observed.detach().to(torch.float64) - expected.detach().to(torch.float64)).abs().max())
 
 
-def output_pair_order(layout: str, dim: int) -> torch.Tensor:
+def _within_rotary_part(order: torch.Tensor, dim: int) -> torch.Tensor:
+    """Extend a permutation of the rotated features by the identity on the rest."""
+    return torch.cat((order, torch.arange(len(order), dim)))
+
+
+def output_pair_order(geometry, dim: int) -> torch.Tensor:
     """Index map from the formula's interleaved output to a layout's output coordinates.
 
-    ``y_layout = y_formula[..., order]`` for interleaved and concatenated layouts;
-    for half_split the input must be permuted the same way as well (pairs ``(i, i + d/2)``).
+    ``y_layout = y_formula[..., order]`` for interleaved and concatenated layouts; for
+    half_split the input must be permuted the same way as well (pairs ``(i, i + r/2)``).
+    Only the rotated part ``r = geometry.rotary_dim(dim)`` is permuted.
     """
-    if layout == "interleaved":
+    r = geometry.rotary_dim(dim)
+    if geometry.layout == "interleaved":
         return torch.arange(dim)
-    return torch.cat((torch.arange(0, dim, 2), torch.arange(1, dim, 2)))
+    return _within_rotary_part(torch.cat((torch.arange(0, r, 2), torch.arange(1, r, 2))), dim)
 
 
-def input_pair_order(layout: str, dim: int) -> torch.Tensor:
+def input_pair_order(geometry, dim: int) -> torch.Tensor:
     """``x_formula = x[..., order]`` puts a layout's pairs at ``(2i, 2i+1)``."""
-    if layout == "half_split":
-        half = torch.arange(dim // 2)
-        return torch.stack((half, half + dim // 2), dim=-1).flatten()
+    r = geometry.rotary_dim(dim)
+    if geometry.layout == "half_split":
+        half = torch.arange(r // 2)
+        return _within_rotary_part(torch.stack((half, half + r // 2), dim=-1).flatten(), dim)
     return torch.arange(dim)
 
 
 def heads_config(record: EncoderRecord, head_dim: int, n_heads: int = 2, **overrides) -> dict:
     """Build overrides giving ``head_dim`` per head."""
     return dict(d_model=head_dim * n_heads, n_heads=n_heads, **overrides)
+
+
+def needs_float64(record: EncoderRecord) -> None:
+    """Skip a spec whose arithmetic (finite differences, least squares, matrix algebra) needs float64
+    when the encoder does not declare float64 support."""
+    import pytest
+
+    if torch.float64 not in record.dtypes:
+        pytest.skip(f"{record.name} does not declare float64 (dtypes {[str(d) for d in record.dtypes]}); "
+                    "this spec needs float64 precision")

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from specs.strategies import offsets, seeds, shifts
 from specs.support import (
+    needs_float64,
     SPEC_CONFIG,
     build,
     max_angle,
@@ -65,6 +66,7 @@ def test_sinusoidal_formula_and_bounds(record, dtype, positions):
 @given(m=st.integers(0, 60), n=st.integers(0, 60), shift=st.integers(1, 60))
 @example(m=3, n=10, shift=17)
 def test_sinusoidal_dot_product_depends_only_on_offset(record, m, n, shift):
+    needs_float64(record)
     module = build(record, torch.float64)
     rows = table_rows(module, torch.tensor([m, n, m + shift, n + shift]))
     before, after = rows[0] @ rows[1], rows[2] @ rows[3]
@@ -84,6 +86,7 @@ def test_sinusoidal_shift_is_a_fixed_linear_map(record, k):
     Positions spread over 0 … 10^5 (or the whole table) so that slow frequencies turn too and the
     fit is well conditioned; its accuracy is about eps · cond(source).
     """
+    needs_float64(record)
     module = build(record, torch.float64)
     stop = position_cap(record, 100_000) - k
     p = torch.arange(0, stop, max(1, stop // 206))
@@ -101,6 +104,7 @@ def test_sinusoidal_shift_is_a_fixed_linear_map(record, k):
 @given(seed=seeds, offset=offsets, shift=shifts)
 @example(seed=0, offset=0, shift=3)
 def test_absolute_logits_are_not_translation_invariant(record, seed, offset, shift):
+    needs_float64(record)
     cap = position_cap(record, 10**6)
     offset = min(offset, cap // 2)
     shift = min(shift, cap - offset - 8)

@@ -3,7 +3,9 @@
 * ATT-1 (000 §3.3): ``attend(q, k, v) = softmax((R q)(R k)ᵀ / √d_k) v`` with the float64 rotation and a
   hand-written float64 softmax attention (scale ``1/√d_k``; causal when the record declares ATT-3), and
   ``forward(x) = attend(project(x))``.
-* ATT-2 (004 §4): softmax rows sum to 1: with every value equal to 1 the output is 1.
+* ATT-2 (004 §4): scores are scaled by ``1/√d_k`` and softmax rows sum to 1: with every value
+  equal to 1 the output is 1, and with one-hot values ``v_n = e_n`` the output reads out the
+  weights, which must equal ``softmax(R q (R k)ᵀ / √d_k)`` in float64.
 * ATT-3 (004 §5.2): causal masking: changing tokens ``≥ j`` leaves outputs ``< j`` unchanged.
 * ATT-5 (004 §8.1): ``d_model`` not divisible by the head count is a clear error.
 """
@@ -78,11 +80,23 @@ def test_attention_rows_sum_to_one(record, dtype, device, seed, offset, seq):
     ones = torch.ones_like(q)
     with torch.no_grad():
         out = module.attend(q, k, ones, None, offset=offset).to(torch.float64)
-    require_within(record, "ATT-2", error=max_error(out, torch.ones_like(out)),
-                   bound=record.tolerance(dtype).bound(1.0, max_angle(offset + seq, record.geometry)),
-                   what="with v ≡ 1 the output is not 1: attention weights do not sum to 1",
-                   repro=reproducer("test_attention_rows_sum_to_one", record, dtype=dtype, seed=seed,
-                                    offset=offset, seq=seq))
+    repro = reproducer("test_attention_rows_sum_to_one", record, dtype=dtype, seed=seed, offset=offset, seq=seq)
+    bound = record.tolerance(dtype).bound(1.0, max_angle(offset + seq, record.geometry))
+    require_within(record, "ATT-2", error=max_error(out, torch.ones_like(out)), bound=bound,
+                   what="with v ≡ 1 the output is not 1: attention weights do not sum to 1", repro=repro)
+    one_hot = torch.eye(SPEC_CONFIG.head_dim, dtype=dtype, device=device)[:seq]  # v_n = e_n
+    v = one_hot[None, :, None, :].expand(2, seq, SPEC_CONFIG.n_heads, SPEC_CONFIG.head_dim)
+    with torch.no_grad():
+        weights = module.attend(q, k, v, None, offset=offset)[..., :seq].transpose(1, 2)  # (b, h, m, n)
+    positions = torch.arange(offset, offset + seq, device=device)[None]
+    rq = reference_rotation(q, positions, record.geometry, SPEC_CONFIG.head_dim).transpose(1, 2)
+    rk = reference_rotation(k, positions, record.geometry, SPEC_CONFIG.head_dim).transpose(1, 2)
+    scores = rq @ rk.transpose(-1, -2) / math.sqrt(SPEC_CONFIG.head_dim)
+    if record.applies("ATT-3"):
+        scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1), float("-inf"))
+    require_within(record, "ATT-2", error=max_error(weights, scores.softmax(dim=-1)),
+                   bound=_attention_bound(record, dtype, q, k, torch.ones(1), offset + seq),
+                   what="attention weights differ from softmax(Rq (Rk)ᵀ / √d_k)", repro=repro)
 
 
 @pytest.mark.claim("ATT-3", kinds=ATTENTION)

@@ -20,6 +20,7 @@ from hypothesis import example, given
 from posenc.registry import FINITE_DIFFERENCE
 from specs.strategies import position_lists, seeds
 from specs.support import (
+    needs_float64,
     SPEC_CONFIG,
     build,
     input_shape,
@@ -67,6 +68,7 @@ def test_non_contiguous_positions_follow_the_formula(record, dtype, seed, positi
 @given(seed=seeds)
 @example(seed=0)
 def test_scale_is_trainable_and_gets_the_right_gradient(record, seed):
+    needs_float64(record)
     module = build(record, torch.float64)
     scale = module.dynamic_scale
     repro = reproducer("test_scale_is_trainable_and_gets_the_right_gradient", record, seed=seed)

@@ -7,13 +7,14 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from posenc.registry import FINITE_DIFFERENCE
-from specs.support import build, config, input_shape, randn, violated
+from specs.support import build, config, input_shape, needs_float64, randn, violated
 
 SMALL = dict(d_model=16, n_heads=2)  # gradcheck cost grows with the number of inputs
 
 
 @pytest.mark.claim("contract")
 def test_gradcheck_in_float64(record):
+    needs_float64(record)
     module = build(record, torch.float64, **SMALL)
     x = randn(input_shape(record, 1, 3, config(**SMALL)), seed=4, dtype=torch.float64).requires_grad_()
     positions = torch.tensor([0, 5, 2])

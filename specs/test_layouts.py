@@ -56,8 +56,8 @@ def test_output_is_a_fixed_permutation_of_the_formula(record, dtype, seed, offse
     x, y, positions = _encode(record, dtype, seed, offset)
     head_dim = SPEC_CONFIG.head_dim
     layout = record.geometry.layout
-    expected = _formula(record, x[..., input_pair_order(layout, head_dim)], positions)
-    expected = expected[..., output_pair_order(layout, head_dim)]
+    expected = _formula(record, x[..., input_pair_order(record.geometry, head_dim)], positions)
+    expected = expected[..., output_pair_order(record.geometry, head_dim)]
     require_within(record, "ROPE-13", error=max_error(y, expected),
                    bound=record.tolerance(dtype).bound(float(expected.abs().max()),
                                                        max_angle(positions, record.geometry)),
@@ -90,7 +90,7 @@ def test_shared_layout_scores_match_the_formula(record, dtype, seed, m, n):
     m, n = torch.tensor(m), torch.tensor(n)
     with torch.no_grad():
         scores = (as_heads(module(q, m)).double() * as_heads(module(k, n)).double()).sum(-1)
-    pin = input_pair_order(record.geometry.layout, SPEC_CONFIG.head_dim)
+    pin = input_pair_order(record.geometry, SPEC_CONFIG.head_dim)
     fq = _formula(record, as_heads(q).double()[..., pin], m[None])
     fk = _formula(record, as_heads(k).double()[..., pin], n[None])
     expected = (fq * fk).sum(-1)

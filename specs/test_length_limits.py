@@ -6,8 +6,9 @@
 * ROPE-9 (000 §3.2, 004 §5.2): caching sin/cos changes no result: outputs equal the float64
   formula before the cache grows, past it, for a sequence that straddles its end, after it grew,
   and when decoding token by token with a KV-cache ``offset``.
-* ROPE-10a (000 §4.2, 004 §1.1) and ROPE-11 (004 §10.2): at positions 10^2 … 10^6 the logits
-  ``⟨f(q, P), f(k, P − δ)⟩`` equal the float64 ``⟨q, R_δ k⟩`` and norms are kept, within the
+* ROPE-10a (000 §4.2, 004 §1.1) and ROPE-11 (004 §10.2): at positions 10^2 … 10^6 the output
+  equals the float64 ``R_P q``, the logits ``⟨f(q, P), f(k, P − δ)⟩`` equal the float64
+  ``⟨q, R_δ k⟩`` (a table that wraps or saturates keeps these) and norms are kept, within the
   dtype's declared tolerance, which grows with the largest angle (fp32 angles carry ~2^-24·p rad).
   ROPE-11 runs this in float16 and bfloat16: it holds when angles are formed in fp32.
 """
@@ -77,7 +78,7 @@ def test_sinusoidal_is_defined_far_past_any_table(record, dtype, seed):
     )
 
 
-def _compare_to_formula(record, module, x, positions, dtype, what, **kwargs):
+def _compare_to_formula(record, module, x, positions, dtype, what, spec="test_cache_changes_no_result", **kwargs):
     with torch.no_grad():
         y = module(x, positions, **kwargs)
     seq = x.shape[1]
@@ -88,7 +89,7 @@ def _compare_to_formula(record, module, x, positions, dtype, what, **kwargs):
         record, "ROPE-9", error=max_error(as_heads(y), expected),
         bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(p, record.geometry)),
         what=what,
-        repro=reproducer("test_cache_changes_no_result", record, dtype=dtype, positions=p.tolist(), **kwargs),
+        repro=reproducer(spec, record, dtype=dtype, positions=p.tolist(), **kwargs),
     )
     return y
 
@@ -122,8 +123,9 @@ def test_cache_changes_no_result(record, dtype, device):
 DELTAS = (0, 1, 7, 100)
 
 
-def _far_position_check(record, claim, dtype, device, seed):
-    """ROPE-3 and ROPE-4 against float64 at each far position, nearest first; raises at the first failure."""
+def _far_position_check(record, claim, spec, dtype, device, seed):
+    """At each far position, nearest first, against float64: f(q, P) = R_P q itself, the logits
+    (ROPE-4) and the norm (ROPE-3). Raises at the first failure, naming the position."""
     module = build(record, dtype, device)
     tol = record.tolerance(dtype)
     q = randn(input_shape(record, 1, len(DELTAS)), seed, dtype, device)
@@ -140,9 +142,13 @@ def _far_position_check(record, claim, dtype, device, seed):
         n = m - deltas
         with torch.no_grad():
             fq, fk = as_heads(module(q, m)).to(torch.float64), as_heads(module(k, n)).to(torch.float64)
-        repro = reproducer(f"{claim} far positions", record, dtype=dtype, seed=seed, position=position,
+        repro = reproducer(spec, record, dtype=dtype, seed=seed, position=position,
                            deltas=list(DELTAS))
         bound = tol.bound(scale, max_angle(m, record.geometry))
+        absolute = reference_rotation(q64, m[None], record.geometry, q64.shape[-1])
+        require_within(record, claim, error=max_error(fq, absolute),
+                       bound=tol.bound(float(absolute.abs().max()), max_angle(m, record.geometry)),
+                       what=f"at position {position}: f(q, P) ≠ R_P q (float64)", repro=repro, position=position)
         require_within(record, claim, error=float(((fq * fk).sum(-1) - expected).abs().max()), bound=bound,
                        what=f"at position {position}: ⟨f(q, P), f(k, P − δ)⟩ ≠ ⟨q, R_δ k⟩ (float64)",
                        repro=repro, position=position)
@@ -155,7 +161,8 @@ def _far_position_check(record, claim, dtype, device, seed):
 @given(seed=seeds)
 @example(seed=0)
 def test_relative_offset_and_norm_hold_far_past_any_table(record, dtype, device, seed):
-    _far_position_check(record, "ROPE-10a", dtype, device, seed)
+    _far_position_check(record, "ROPE-10a", "test_relative_offset_and_norm_hold_far_past_any_table", dtype, device,
+                        seed)
 
 
 @pytest.mark.claim("ROPE-11", kinds=("rotary",), dtypes=(torch.float16, torch.bfloat16))
@@ -163,4 +170,20 @@ def test_relative_offset_and_norm_hold_far_past_any_table(record, dtype, device,
 @example(seed=0)
 def test_half_precision_keeps_relative_offset(record, dtype, device, seed):
     """Holds when angles are formed in fp32: fp16 and bf16 cannot even represent p·θ past 2048 and 256."""
-    _far_position_check(record, "ROPE-11", dtype, device, seed)
+    _far_position_check(record, "ROPE-11", "test_half_precision_keeps_relative_offset", dtype, device, seed)
+
+
+@pytest.mark.claim("ROPE-9", kinds=("rotary",))
+def test_one_module_serves_every_dtype(record, device):
+    """A cache must be keyed by dtype and device: one module, called in each declared dtype in
+    turn (and again after ``.to()``), gives the formula every time."""
+    cfg = SPEC_CONFIG
+    module = build(record, record.dtypes[0], device)
+    order = list(record.dtypes) + list(reversed(record.dtypes))
+    for step, dtype in enumerate(order):
+        if step == len(record.dtypes):
+            module = module.to(record.dtypes[-1])
+        x = randn(input_shape(record, 1, 6), seed=step, dtype=dtype, device=device)
+        _compare_to_formula(record, module, x, None, dtype, f"call {step + 1} in {dtype} after calls in "
+                            f"{[str(d) for d in order[:step]]}", spec="test_one_module_serves_every_dtype",
+                            offset=cfg.max_len - 2)

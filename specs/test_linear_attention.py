@@ -19,7 +19,17 @@ import torch.nn.functional as F
 from hypothesis import example, given
 
 from specs.strategies import offsets, seeds, seq_lens
-from specs.support import SPEC_CONFIG, build, max_angle, max_error, randn, reference_rotation, reproducer, require_within
+from specs.support import (
+    SPEC_CONFIG,
+    build,
+    max_angle,
+    max_error,
+    needs_float64,
+    randn,
+    reference_rotation,
+    reproducer,
+    require_within,
+)
 
 
 def quadratic_reference(module, geometry, q, k, v, positions):
@@ -44,6 +54,7 @@ def quadratic_reference(module, geometry, q, k, v, positions):
 @given(seed=seeds, offset=offsets, seq=seq_lens)
 @example(seed=0, offset=5, seq=7)
 def test_linear_form_equals_the_quadratic_formula(record, seed, offset, seq):
+    needs_float64(record)
     module = build(record, torch.float64)
     shape = (2, seq, SPEC_CONFIG.n_heads, SPEC_CONFIG.head_dim)
     q, k, v = (randn(shape, seed + i, torch.float64) for i in range(3))

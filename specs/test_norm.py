@@ -19,7 +19,7 @@ SEQ = 8
 
 
 def pair_norms(t: torch.Tensor, layout: str, side: str) -> torch.Tensor:
-    """Norms of the coordinate pairs of per-head ``t``; ``side`` is input or output."""
+    """Norms of the coordinate pairs of the rotated part ``t`` of each head; ``side`` is input or output."""
     half = t.shape[-1] // 2
     if layout == "half_split" or (layout == "concatenated" and side == "output"):
         a, b = t[..., :half], t[..., half:]
@@ -47,6 +47,7 @@ def test_rotation_preserves_norm(record, dtype, device, seed, offset):
                    bound=tol.bound(float(norms.max())), what="‖f(x, p)‖ ≠ ‖x‖ per head", repro=repro)
     if record.geometry is not None:
         layout = record.geometry.layout
-        before, after = pair_norms(xh, layout, "input"), pair_norms(yh, layout, "output")
+        r = record.geometry.rotary_dim(xh.shape[-1])
+        before, after = pair_norms(xh[..., :r], layout, "input"), pair_norms(yh[..., :r], layout, "output")
         require_within(record, "ROPE-3", error=float((after - before).abs().max()),
                        bound=tol.bound(float(before.max())), what="a coordinate pair changed norm", repro=repro)

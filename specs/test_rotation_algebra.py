@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from specs.strategies import bases, even_dims, offsets, position_lists, seeds
 from specs.support import (
+    needs_float64,
     SPEC_CONFIG,
     as_heads,
     build,
@@ -101,7 +102,7 @@ def test_position_zero_is_the_identity(record, dtype):
     x = randn(input_shape(record, 2, 3), seed=11, dtype=dtype)
     with torch.no_grad():
         y = module(x, torch.zeros(3, dtype=torch.long))
-    order = output_pair_order(record.geometry.layout, SPEC_CONFIG.head_dim)
+    order = output_pair_order(record.geometry, SPEC_CONFIG.head_dim)
     expected = as_heads(x)[..., order] if record.geometry.layout == "concatenated" else as_heads(x)
     require_within(record, "ROPE-1", error=max_error(as_heads(y), expected), bound=0.0,
                    what="R_0 is not the identity (up to the layout's output order)",
@@ -114,11 +115,12 @@ def test_position_zero_is_the_identity(record, dtype):
 @example(m=64, n=64)
 def test_rotations_compose(record, m, n):
     """``R_m R_n = R_{m+n}``, read off as matrices (float64), back in the formula's order."""
+    needs_float64(record)
     head_dim = SPEC_CONFIG.head_dim
     module = build(record, torch.float64, **heads_config(record, head_dim, n_heads=1))
     layout = record.geometry.layout
-    to_formula = torch.argsort(output_pair_order(layout, head_dim))
-    pin = input_pair_order(layout, head_dim)
+    to_formula = torch.argsort(output_pair_order(record.geometry, head_dim))
+    pin = input_pair_order(record.geometry, head_dim)
 
     def formula_order(position):
         matrix = rotation_matrix(record, module, position, head_dim)
@@ -135,6 +137,7 @@ def test_rotations_compose(record, m, n):
 @example(m=5)
 @example(m=10**6)
 def test_rotation_matrix_is_orthogonal(record, m):
+    needs_float64(record)
     head_dim = SPEC_CONFIG.head_dim
     m = min(m, position_cap(record, m))
     module = build(record, torch.float64, **heads_config(record, head_dim, n_heads=1))
@@ -149,6 +152,7 @@ def test_rotation_matrix_is_orthogonal(record, m):
 @example(seed=0, offset=17)
 def test_backward_is_the_inverse_rotation(record, seed, offset):
     """``∂⟨g, R_m x⟩/∂x = R_mᵀ g = R_{−m} g``: the gradient of a rotation is the inverse rotation."""
+    needs_float64(record)
     module = build(record, torch.float64)
     x = randn(input_shape(record, 1, 4), seed, torch.float64).requires_grad_()
     g = randn(input_shape(record, 1, 4), seed + 1, torch.float64)
@@ -159,7 +163,7 @@ def test_backward_is_the_inverse_rotation(record, seed, offset):
     head_dim = SPEC_CONFIG.head_dim
     g_heads = as_heads(g)
     if layout == "concatenated":
-        g_heads = g_heads[..., torch.argsort(output_pair_order(layout, head_dim))]
+        g_heads = g_heads[..., torch.argsort(output_pair_order(record.geometry, head_dim))]
         geometry = type(record.geometry)(**{**record.geometry.__dict__, "layout": "interleaved"})
     else:
         geometry = record.geometry
@@ -175,8 +179,8 @@ def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
     """Angle by which position 1 turns each pair, in the formula's order of pairs."""
     r = rotation_matrix(record, module, 1, head_dim)
     layout = record.geometry.layout
-    pin = input_pair_order(layout, head_dim)
-    r = r[torch.argsort(output_pair_order(layout, head_dim))][:, pin] if layout != "half_split" else r[pin][:, pin]
+    pin = input_pair_order(record.geometry, head_dim)
+    r = r[torch.argsort(output_pair_order(record.geometry, head_dim))][:, pin] if layout != "half_split" else r[pin][:, pin]
     return torch.atan2(r[1::2, 0::2].diagonal(), r[0::2, 0::2].diagonal())
 
 
@@ -185,6 +189,7 @@ def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
 @example(base=10000.0, dim=16)
 @example(base=500.0, dim=64)
 def test_frequencies_follow_the_formula(record, base, dim):
+    needs_float64(record)
     module = build(record, torch.float64, **heads_config(record, dim, base=base))
     geometry = record.geometry
     rotary_dim = geometry.rotary_dim(dim)
@@ -208,6 +213,7 @@ def roformer_bound(theta: torch.Tensor, distances: torch.Tensor) -> torch.Tensor
 @pytest.mark.claim("ROPE-2", kinds=ROTARY)
 def test_long_term_decay_of_the_roformer_bound(record):
     """RoFormer §3.4.3: window means of B(r) fall from r ≈ 1 to r ≈ 4096, yet B is not monotone."""
+    needs_float64(record)
     dim = 128
     module = build(record, torch.float64, **heads_config(record, dim))
     theta = measured_frequencies(record, module, dim)
@@ -236,14 +242,14 @@ def test_equals_complex_multiplication(record, dtype, device, seed, positions):
     head_dim = SPEC_CONFIG.head_dim
     layout = record.geometry.layout
     r = record.geometry.rotary_dim(head_dim)
-    x64 = as_heads(x).to(torch.float64)[..., input_pair_order(layout, head_dim)]
+    x64 = as_heads(x).to(torch.float64)[..., input_pair_order(record.geometry, head_dim)]
     theta = reference_frequencies(r, record.geometry.base) / record.geometry.scaling_factor
     phasor = torch.polar(torch.ones(len(p), r // 2, dtype=torch.float64), p[:, None].double().cpu() * theta)
     pairs = torch.view_as_complex(x64[..., :r].reshape(*x64.shape[:-1], r // 2, 2).contiguous().cpu())
     rotated = torch.view_as_real(pairs * phasor[None, :, None, :]).flatten(-2)
     expected = torch.cat((rotated, x64[..., r:].cpu()), dim=-1)
     if layout != "interleaved":
-        expected = expected[..., output_pair_order(layout, head_dim)]
+        expected = expected[..., output_pair_order(record.geometry, head_dim)]
     require_within(record, "ROPE-8", error=max_error(y.cpu(), expected),
                    bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(p, record.geometry)),
                    what="output differs from complex multiplication (x_2i + i x_2i+1)·e^{imθ_i}",

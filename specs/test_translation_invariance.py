@@ -35,7 +35,7 @@ from specs.support import (
 SEQ = 6
 
 
-def shift_change(record, dtype, device, seed, offset, shift):
+def shift_change(record, dtype, device, seed, offset, shift, spec="test_attention_is_shift_invariant"):
     """``max |Attn(p + t) − Attn(p)|`` and the tolerance it is held to."""
     cfg = SPEC_CONFIG
     cap = position_cap(record, 10**7)
@@ -64,12 +64,13 @@ def shift_change(record, dtype, device, seed, offset, shift):
     logit_scale = float(qn * kn) / math.sqrt(cfg.head_dim)
     magnitude = 2 * float(v.double().abs().max()) * (1 + logit_scale)
     bound = record.tolerance(dtype).bound(magnitude, max_angle(offset + shift + SEQ, record.geometry))
-    repro = reproducer("shift invariance", record, dtype=dtype, seed=seed, offset=offset, shift=shift)
+    repro = reproducer(spec, record, dtype=dtype, seed=seed, offset=offset, shift=shift)
     return float((after - before).abs().max()), bound, repro
 
 
 def _require_shift_invariant(claim, record, dtype, device, seed, offset, shift):
-    error, bound, repro = shift_change(record, dtype, device, seed, offset, shift)
+    spec = "test_attention_is_shift_invariant" if claim == "ATT-4" else "test_linear_attention_is_shift_invariant"
+    error, bound, repro = shift_change(record, dtype, device, seed, offset, shift, spec)
     require_within(record, claim, error=error, bound=bound,
                    what="shifting every position by the same offset changed the attention output", repro=repro)
 
@@ -102,7 +103,8 @@ def test_hybrid_inherits_table_limit_and_loses_shift_invariance(record, device):
         pass
     else:
         violated(record, "HYB-1", f"accepted positions past max_len={SPEC_CONFIG.max_len} (ABS-2 not inherited)")
-    error, bound, repro = shift_change(record, torch.float32, device, seed=0, offset=0, shift=5)
+    error, bound, repro = shift_change(record, torch.float32, device, seed=0, offset=0, shift=5,
+                                       spec="test_hybrid_inherits_table_limit_and_loses_shift_invariance")
     if error <= bound:
         violated(record, "HYB-1", "attention stayed shift invariant: the learned table does not reach the logits",
                  error=error, tolerance=bound, reproducer=repro)

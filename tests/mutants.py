@@ -280,6 +280,33 @@ def rope_cache_identity_past_max_len(c):
     return _rope(CacheIdentityPastMaxLen, c, max_len=c.max_len)
 
 
+class CacheKeptFromFirstCall(SteppedRotary):
+    """cos/sin built for a set of positions, rounded to that call's dtype, and reused by any later
+    call with the same positions, whatever its dtype."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        self.call_dtype = x.dtype
+        return super().forward(x, positions, offset=offset)
+
+    def angles(self, positions, x):
+        self.positions_key = (tuple(positions.shape), tuple(positions.flatten().tolist()))
+        return super().angles(positions, x)
+
+    def trig(self, angles):
+        if getattr(self, "cached_key", None) != self.positions_key:
+            self.cached_key = self.positions_key
+            self.cached = (angles.cos().to(self.call_dtype), angles.sin().to(self.call_dtype))
+        return self.cached
+
+
+@mutant("rope_interleaved")
+def rope_cache_kept_from_first_dtype(c):
+    """the sin/cos cache keeps the dtype of its first call and serves later calls in other dtypes"""
+    # Caches filled once in the input dtype (cos_cached buffers) go stale when the model is cast or
+    # called in another dtype; references: bug class 2 (stale tables).
+    return _rope(CacheKeptFromFirstCall, c)
+
+
 class CacheIndexedWithoutBoundsCheck(SteppedRotary):
     """Positions index an angle table directly; nothing rejects a negative one."""
 
@@ -898,6 +925,7 @@ EXPECTED_KILLS: dict[str, set[str]] = {
         "test_output_is_a_fixed_permutation_of_the_formula", "test_cache_changes_no_result",
         "test_frequencies_follow_the_formula",
     },
+    "rope_cache_kept_from_first_dtype": {"test_one_module_serves_every_dtype"},
     "rope_backward_rotates_forward": {"test_gradcheck_in_float64", "test_backward_is_the_inverse_rotation"},
     "rope_inv_freq_trainable": {"test_rotary_has_no_trainable_parameters"},
     "rope_accepts_integer_input": {"test_rejects_non_float_input"},

@@ -74,6 +74,8 @@ def test_negative_positions_and_offset(name):
         module(x, offset=-1)
     with pytest.raises(TypeError, match="positions must be integer or real floating point"):
         module(x, torch.ones(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="positions must be finite"):
+        module(x, torch.tensor([0.0, 1.0, float("nan"), 3.0, 4.0]))
 
 
 @pytest.mark.parametrize(
