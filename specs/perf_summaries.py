@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from posenc import BuildConfig, profiling
+from specs import support
 from specs.support import as_heads, input_shape, randn, reference_rotation
 
 PATTERN_SEQ, PATTERN_D_MODEL, PATTERN_HEADS = 64, 768, 12  # head_dim 64 = seq: v = I fits
@@ -29,10 +30,8 @@ PATTERN_CONFIG = BuildConfig(d_model=PATTERN_D_MODEL, n_heads=PATTERN_HEADS, max
 
 
 def roformer_bound(dim: int, distances, base: float = 10000.0) -> torch.Tensor:
-    theta = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    r = torch.as_tensor(distances, dtype=torch.float64)
-    phases = torch.polar(torch.ones(len(r), len(theta), dtype=torch.float64), r[:, None] * theta[None])
-    return phases.cumsum(dim=-1).abs().mean(dim=-1)  # |S_1| … |S_{d/2}|, averaged
+    """The RoFormer decay bound for the formula's frequencies at ``dim``."""
+    return support.roformer_bound(support.reference_frequencies(dim, base), distances)
 
 
 def _same_token(shape, device, seed=0):

@@ -63,6 +63,14 @@ def reference_frequencies(dim: int, base: float) -> torch.Tensor:
     return torch.tensor([base ** (-2.0 * i / dim) for i in range(dim // 2)], dtype=torch.float64)
 
 
+def roformer_bound(theta: torch.Tensor, distances) -> torch.Tensor:
+    """RoFormer §3.4.3: ``B(r) = (1/(d/2))·Σ_j |S_j|`` with ``S_j = Σ_{k<j} e^{i r θ_k}``, in float64."""
+    r = torch.as_tensor(distances, dtype=torch.float64)
+    theta = theta.to(torch.float64)
+    phases = torch.polar(torch.ones(len(r), len(theta), dtype=torch.float64), r[:, None] * theta[None])
+    return phases.cumsum(dim=-1).abs().mean(dim=-1)
+
+
 def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry, head_dim: int) -> torch.Tensor:
     """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's layout."""
     x = x.to(torch.float64)

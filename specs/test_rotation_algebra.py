@@ -36,6 +36,7 @@ from specs.support import (
     reference_rotation,
     reproducer,
     require_within,
+    roformer_bound,
     violated,
 )
 
@@ -200,14 +201,6 @@ def test_frequencies_follow_the_formula(record, base, dim):
                    what=f"θ_i ≠ base^(−2i/d) for base={base}, d={dim}",
                    repro=reproducer("test_frequencies_follow_the_formula", record, base=base, dim=dim),
                    observed=theta[:4].tolist(), expected=expected[:4].tolist())
-
-
-def roformer_bound(theta: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
-    """``B(r) = (1/(d/2))·Σ_j |S_j|`` with ``S_j = Σ_{k<j} e^{i r θ_k}``."""
-    phases = torch.polar(torch.ones(len(distances), len(theta), dtype=torch.float64),
-                         distances[:, None].to(torch.float64) * theta[None])
-    partial = phases.cumsum(dim=-1)
-    return partial.abs().mean(dim=-1)
 
 
 @pytest.mark.claim("ROPE-2", kinds=ROTARY)
