@@ -16,7 +16,7 @@ Choose with ``--hypothesis-profile NAME`` or ``POSENC_HYPOTHESIS_PROFILE=NAME``.
 import torch
 from hypothesis import HealthCheck, Phase, register_random, settings
 
-pytest_plugins = ["posenc.pytest_plugin"]
+pytest_plugins = ["posenc.harness.pytest_plugin"]
 
 _COMMON = dict(deadline=None, print_blob=True, report_multiple_bugs=False,
                suppress_health_check=[HealthCheck.too_slow])

@@ -1,16 +1,33 @@
-"""posenc: correct positional encoders and the registry that the harness's specs run against.
+"""posenc: positional encoders, and the harness that checks claims about them.
 
-The folder is ``encodings/`` in the repository; it installs as the import
-package ``posenc`` (the standard library owns the name ``encodings``).
+The folder is ``encodings/`` in the repository; it installs as the import package ``posenc``
+(the standard library owns the name ``encodings``). Three rooms:
+
+* :mod:`posenc.encoders` - the designs, on torch alone;
+* :mod:`posenc.harness` - records, registry, claims, verdict matrix, profiling, pytest plug-in;
+* :mod:`posenc.tools` - README generators and tables, run from the repository root.
+
+This module is the public face: the names plug-in files and users import.
 """
 
-from .absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
-from .attention import LinearAttentionRoPE, RoPEAttention
-from .claims import CLAIMS, ClaimViolation
-from .dynamic import DynamicPositionalEncoding
-from .hybrid import HybridPositionalEncoding
-from .positions import angle_dtype, inverse_frequencies
-from .registry import (
+from .encoders import (
+    LAYOUTS,
+    CompiledRotaryEmbedding,
+    DynamicPositionalEncoding,
+    HybridPositionalEncoding,
+    LearnablePositionalEmbedding,
+    LinearAttentionRoPE,
+    MultiHeadRotaryEmbedding,
+    RoPEAttention,
+    RotaryEmbedding,
+    RotaryEmbeddingComplex,
+    SinusoidalPositionalEncoding,
+    angle_dtype,
+    inverse_frequencies,
+)
+from .harness.claims import CLAIMS, ClaimViolation
+from .harness.declarations import rotary_claims
+from .harness.records import (
     DEFAULT_TOLERANCES,
     HOLDS,
     BuildConfig,
@@ -18,29 +35,17 @@ from .registry import (
     EncoderRecord,
     RotaryGeometry,
     Tolerance,
-    get,
-    load_plugin,
     not_applicable,
-    records,
     refuted,
-    register,
-    unregister,
     with_defaults,
 )
-from .rotary import LAYOUTS, MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
+from .harness.registry import get, load_plugin, records, register, unregister
 
 __all__ = [
-    "CLAIMS", "ClaimViolation", "DEFAULT_TOLERANCES", "HOLDS", "LAYOUTS", "BuildConfig", "Declared",
-    "DynamicPositionalEncoding", "EncoderRecord", "HybridPositionalEncoding", "LearnablePositionalEmbedding",
-    "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention", "RotaryEmbedding",
-    "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "Tolerance",
+    "CLAIMS", "ClaimViolation", "CompiledRotaryEmbedding", "DEFAULT_TOLERANCES", "HOLDS", "LAYOUTS",
+    "BuildConfig", "Declared", "DynamicPositionalEncoding", "EncoderRecord", "HybridPositionalEncoding",
+    "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
+    "RotaryEmbedding", "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "Tolerance",
     "angle_dtype", "get", "inverse_frequencies", "load_plugin", "not_applicable", "records", "refuted",
     "register", "rotary_claims", "unregister", "with_defaults",
 ]
-
-
-def rotary_claims(overrides=None):
-    """Declarations for a correct per-head RoPE plug-in; ``overrides`` maps claim IDs to what differs."""
-    from .builtin_records import rotary_claims as _rotary_claims
-
-    return _rotary_claims(overrides)

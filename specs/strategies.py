@@ -9,7 +9,6 @@ offsets = st.integers(min_value=0, max_value=2048)
 shifts = st.integers(min_value=1, max_value=10_000)
 bases = st.sampled_from([10.0, 500.0, 10_000.0, 500_000.0]) | st.floats(min_value=2.0, max_value=1e6)
 even_dims = st.integers(min_value=1, max_value=64).map(lambda half: 2 * half)
-batch_sizes = st.integers(min_value=1, max_value=3)
 seq_lens = st.integers(min_value=1, max_value=12)
 
 

@@ -17,119 +17,102 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from specs.strategies import offsets, seeds, seq_lens
-from specs.support import (
-    SPEC_CONFIG,
-    build,
-    max_angle,
-    max_error,
-    randn,
-    reference_attention,
-    reference_rotation,
-    reproducer,
-    require_within,
-    violated,
-)
+from specs import strategies as draws
+from specs import support as s
 
 ATTENTION = ("attention",)
 
 
 def _qkv(batch, seq, seed, dtype, device="cpu"):
-    shape = (batch, seq, SPEC_CONFIG.n_heads, SPEC_CONFIG.head_dim)
-    return tuple(randn(shape, seed + i, dtype, device) for i in range(3))
+    shape = (batch, seq, s.SPEC_CONFIG.n_heads, s.SPEC_CONFIG.head_dim)
+    return tuple(s.randn(shape, seed + i, dtype, device) for i in range(3))
 
 
 def _attention_bound(record, dtype, q, k, v, positions_max):
     logit_scale = float(q.double().norm(dim=-1).max() * k.double().norm(dim=-1).max()) / math.sqrt(q.shape[-1])
     magnitude = 2 * float(v.double().abs().max()) * (1 + logit_scale)
-    return record.tolerance(dtype).bound(magnitude, max_angle(positions_max, record.geometry))
+    return record.tolerance(dtype).bound(magnitude, s.max_angle(positions_max, record.geometry))
 
 
 @pytest.mark.claim("ATT-1", kinds=ATTENTION)
-@given(seed=seeds, offset=offsets, seq=seq_lens)
+@given(seed=draws.seeds, offset=draws.offsets, seq=draws.seq_lens)
 @example(seed=0, offset=0, seq=6)
 def test_equals_plain_attention_on_rotated_q_k(record, dtype, device, seed, offset, seq):
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     q, k, v = _qkv(2, seq, seed, dtype, device)
     with torch.no_grad():
         out = module.attend(q, k, v, None, offset=offset)
     positions = torch.arange(offset, offset + seq, device=device)[None]
-    rq = reference_rotation(q, positions, record.geometry, SPEC_CONFIG.head_dim)
-    rk = reference_rotation(k, positions, record.geometry, SPEC_CONFIG.head_dim)
-    expected = reference_attention(rq, rk, v, causal=record.applies("ATT-3"))
-    repro = reproducer("test_equals_plain_attention_on_rotated_q_k", record, dtype=dtype, seed=seed,
-                       offset=offset, seq=seq)
-    require_within(record, "ATT-1", error=max_error(out, expected),
-                   bound=_attention_bound(record, dtype, q, k, v, offset + seq),
-                   what="attend(q, k, v) ≠ softmax(Rq (Rk)ᵀ/√d) v", repro=repro)
+    rq = s.reference_rotation(q, positions, record.geometry, s.SPEC_CONFIG.head_dim)
+    rk = s.reference_rotation(k, positions, record.geometry, s.SPEC_CONFIG.head_dim)
+    expected = s.reference_attention(rq, rk, v, causal=record.applies("ATT-3"))
+    s.require_within(error=s.max_error(out, expected),
+                     bound=_attention_bound(record, dtype, q, k, v, offset + seq),
+                     what="attend(q, k, v) ≠ softmax(Rq (Rk)ᵀ/√d) v")
     if hasattr(module, "project"):
-        x = randn((2, seq, SPEC_CONFIG.d_model), seed + 3, dtype, device)
+        x = s.randn((2, seq, s.SPEC_CONFIG.d_model), seed + 3, dtype, device)
         with torch.no_grad():
             whole = module(x, None, offset=offset)
             parts = module.attend(*module.project(x), None, offset=offset).flatten(-2)
-        require_within(record, "ATT-1", error=max_error(whole, parts), bound=record.tolerance(dtype).bound(1.0),
-                       what="forward(x) ≠ attend(project(x))", repro=repro)
+        s.require_within(error=s.max_error(whole, parts), bound=record.tolerance(dtype).bound(1.0),
+                         what="forward(x) ≠ attend(project(x))")
 
 
 @pytest.mark.claim("ATT-2", kinds=ATTENTION)
-@given(seed=seeds, offset=offsets, seq=seq_lens)
+@given(seed=draws.seeds, offset=draws.offsets, seq=draws.seq_lens)
 @example(seed=0, offset=0, seq=6)
 def test_attention_rows_sum_to_one(record, dtype, device, seed, offset, seq):
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     q, k, _ = _qkv(2, seq, seed, dtype, device)
     ones = torch.ones_like(q)
     with torch.no_grad():
         out = module.attend(q, k, ones, None, offset=offset).to(torch.float64)
-    repro = reproducer("test_attention_rows_sum_to_one", record, dtype=dtype, seed=seed, offset=offset, seq=seq)
-    bound = record.tolerance(dtype).bound(1.0, max_angle(offset + seq, record.geometry))
-    require_within(record, "ATT-2", error=max_error(out, torch.ones_like(out)), bound=bound,
-                   what="with v ≡ 1 the output is not 1: attention weights do not sum to 1", repro=repro)
-    one_hot = torch.eye(SPEC_CONFIG.head_dim, dtype=dtype, device=device)[:seq]  # v_n = e_n
-    v = one_hot[None, :, None, :].expand(2, seq, SPEC_CONFIG.n_heads, SPEC_CONFIG.head_dim)
+    bound = record.tolerance(dtype).bound(1.0, s.max_angle(offset + seq, record.geometry))
+    s.require_within(error=s.max_error(out, torch.ones_like(out)), bound=bound,
+                     what="with v ≡ 1 the output is not 1: attention weights do not sum to 1")
+    one_hot = torch.eye(s.SPEC_CONFIG.head_dim, dtype=dtype, device=device)[:seq]  # v_n = e_n
+    v = one_hot[None, :, None, :].expand(2, seq, s.SPEC_CONFIG.n_heads, s.SPEC_CONFIG.head_dim)
     with torch.no_grad():
         weights = module.attend(q, k, v, None, offset=offset)[..., :seq].transpose(1, 2)  # (b, h, m, n)
     positions = torch.arange(offset, offset + seq, device=device)[None]
-    rq = reference_rotation(q, positions, record.geometry, SPEC_CONFIG.head_dim).transpose(1, 2)
-    rk = reference_rotation(k, positions, record.geometry, SPEC_CONFIG.head_dim).transpose(1, 2)
-    scores = rq @ rk.transpose(-1, -2) / math.sqrt(SPEC_CONFIG.head_dim)
+    rq = s.reference_rotation(q, positions, record.geometry, s.SPEC_CONFIG.head_dim).transpose(1, 2)
+    rk = s.reference_rotation(k, positions, record.geometry, s.SPEC_CONFIG.head_dim).transpose(1, 2)
+    scores = rq @ rk.transpose(-1, -2) / math.sqrt(s.SPEC_CONFIG.head_dim)
     if record.applies("ATT-3"):
         scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1), float("-inf"))
-    require_within(record, "ATT-2", error=max_error(weights, scores.softmax(dim=-1)),
-                   bound=_attention_bound(record, dtype, q, k, torch.ones(1), offset + seq),
-                   what="attention weights differ from softmax(Rq (Rk)ᵀ / √d_k)", repro=repro)
+    s.require_within(error=s.max_error(weights, scores.softmax(dim=-1)),
+                     bound=_attention_bound(record, dtype, q, k, torch.ones(1), offset + seq),
+                     what="attention weights differ from softmax(Rq (Rk)ᵀ / √d_k)")
 
 
 @pytest.mark.claim("ATT-3", kinds=ATTENTION)
-@given(seed=seeds, offset=offsets, cut=st.integers(1, 7))
+@given(seed=draws.seeds, offset=draws.offsets, cut=st.integers(1, 7))
 @example(seed=0, offset=0, cut=3)
 def test_causal_outputs_ignore_later_tokens(record, dtype, device, seed, offset, cut):
     seq = 8
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     q, k, v = _qkv(1, seq, seed, dtype, device)
     changed = [t.clone() for t in (q, k, v)]
     for t in changed:
-        t[:, cut:] = randn(t[:, cut:].shape, seed + 7, dtype, device)
+        t[:, cut:] = s.randn(t[:, cut:].shape, seed + 7, dtype, device)
     with torch.no_grad():
         before = module.attend(q, k, v, None, offset=offset)
         after = module.attend(*changed, None, offset=offset)
-    repro = reproducer("test_causal_outputs_ignore_later_tokens", record, dtype=dtype, seed=seed, offset=offset,
-                       cut=cut)
-    require_within(record, "ATT-3", error=max_error(after[:, :cut], before[:, :cut]), bound=0.0,
-                   what=f"outputs before token {cut} changed when tokens ≥ {cut} changed", repro=repro)
-    if max_error(after[:, cut:], before[:, cut:]) == 0.0:
-        violated(record, "ATT-3", "later outputs ignored their own tokens: the check would be vacuous",
-                 reproducer=repro)
+    s.require_within(error=s.max_error(after[:, :cut], before[:, :cut]), bound=0.0,
+                     what=f"outputs before token {cut} changed when tokens ≥ {cut} changed")
+    if s.max_error(after[:, cut:], before[:, cut:]) == 0.0:
+        s.violated("later outputs ignored their own tokens: the check would be vacuous")
 
 
 @pytest.mark.claim("ATT-5")
 def test_d_model_not_divisible_by_heads_is_a_clear_error(record):
     try:
-        module = build(record, d_model=SPEC_CONFIG.n_heads * 4 + 2)
+        module = s.build(record, d_model=s.SPEC_CONFIG.n_heads * 4 + 2)
     except ValueError as error:
         if "divisible" not in str(error):
-            violated(record, "ATT-5", "the error does not say d_model must be divisible by the heads",
-                     message=str(error))
+            s.violated("the error does not say d_model must be divisible by the heads",
+                       message=str(error))
         return
     except Exception as error:  # noqa: BLE001 - a wrong error type is the violation
-        violated(record, "ATT-5", f"raised {type(error).__name__}, expected ValueError", message=str(error))
-    violated(record, "ATT-5", "built with d_model not divisible by n_heads", module=repr(module)[:200])
+        s.violated(f"raised {type(error).__name__}, expected ValueError", message=str(error))
+    s.violated("built with d_model not divisible by n_heads", module=repr(module)[:200])

@@ -7,7 +7,7 @@
   between O(n) and O(n²). Softmax attention with RoPE and RoPE alone are measured alongside.
 * ROPE-12 (000 §3.3, 004 §1.1): RoPE's overhead is "relatively small" and "efficient for long
   sequences". Observed inside softmax attention as ``t(attention) / t(attention, rotation
-  removed) − 1`` at seq 512 and 2048 (``-m perf``); the rule is in :mod:`posenc.perf_claims`.
+  removed) − 1`` at seq 512 and 2048 (``-m perf``); the rule is in :mod:`posenc.harness.perf_rules`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 import torch
 from torch import nn
 
-from posenc import get, profiling
-from posenc.fused import CompiledRotaryEmbedding
-from posenc.perf_claims import LINEAR_SLOPE_LIMIT, ROPE12_NOISE, ROPE12_OVERHEAD_LIMIT
-from specs.support import violated
+from posenc import CompiledRotaryEmbedding, get
+from posenc.harness import machine, profiling
+from posenc.harness.perf_rules import LINEAR_SLOPE_LIMIT, ROPE12_NOISE, ROPE12_OVERHEAD_LIMIT
+from specs import support as s
 
 #: Memory: small d_model keeps the default run fast; the slope does not depend on it.
 MEMORY_LENGTHS, MEMORY_CONFIG = (128, 256, 512, 1024, 2048), dict(d_model=64, n_heads=4)
@@ -53,20 +53,15 @@ def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG) -> list
     return _CURVES[key]
 
 
-def _note(perf_session, text):
-    if text not in perf_session["notes"]:
-        perf_session["notes"].append(text)
-
-
 @pytest.mark.claim("LIN-1", kinds=("attention",))
 def test_linear_attention_memory_is_linear_in_length(record, device, perf_session):
     peaks = memory_curve(record, device)
     slope = profiling.loglog_slope(MEMORY_LENGTHS, peaks)
-    _note(perf_session, f"LIN-1 memory slope on {device}: {record.name} {slope:.3f} "
-                        f"(peak bytes {peaks} at n = {list(MEMORY_LENGTHS)})")
+    perf_session.note(f"LIN-1 memory slope on {device}: {record.name} {slope:.3f} "
+                      f"(peak bytes {peaks} at n = {list(MEMORY_LENGTHS)})")
     if not slope < LINEAR_SLOPE_LIMIT:
-        violated(record, "LIN-1", f"peak memory grows as n^{slope:.2f}, not O(n)",
-                 lengths=MEMORY_LENGTHS, peak_bytes=peaks)
+        s.violated(f"peak memory grows as n^{slope:.2f}, not O(n)",
+                   lengths=MEMORY_LENGTHS, peak_bytes=peaks)
 
 
 @pytest.mark.perf
@@ -77,13 +72,13 @@ def test_linear_attention_time_is_linear_in_length(record, device, perf_session)
         times = time_curve(get(name), device)
         memory = memory_curve(get(name), device, TIME_LENGTHS, TIME_CONFIG)
         slopes[name] = (profiling.loglog_slope(TIME_LENGTHS, times), profiling.loglog_slope(TIME_LENGTHS, memory))
-        _note(perf_session, f"complexity on {profiling.device_name(device)}, n = {list(TIME_LENGTHS)}, "
-                            f"d_model {TIME_CONFIG['d_model']}: {name}: time slope {slopes[name][0]:.2f}, "
-                            f"memory slope {slopes[name][1]:.2f}, ms {[round(t * 1e3, 2) for t in times]}")
+        perf_session.note(f"complexity on {machine.device_name(device)}, n = {list(TIME_LENGTHS)}, "
+                          f"d_model {TIME_CONFIG['d_model']}: {name}: time slope {slopes[name][0]:.2f}, "
+                          f"memory slope {slopes[name][1]:.2f}, ms {[round(t * 1e3, 2) for t in times]}")
     time_slope = slopes[record.name][0]
     if not time_slope < LINEAR_SLOPE_LIMIT:
-        violated(record, "LIN-1", f"time grows as n^{time_slope:.2f}, not O(n)",
-                 slopes={n: round(s[0], 3) for n, s in slopes.items()})
+        s.violated(f"time grows as n^{time_slope:.2f}, not O(n)",
+                   slopes={n: round(s[0], 3) for n, s in slopes.items()})
 
 
 class _NoRotation(nn.Module):
@@ -118,18 +113,18 @@ def test_rope_overhead_inside_attention_is_small(record, device, perf_session):
     times = rope_overheads(record, device)
     overhead = {n: t["rope"] / t["none"] - 1 for n, t in times.items()}
     fused = {n: t["fused"] / t["none"] - 1 for n, t in times.items()}
-    _note(perf_session, f"ROPE-12 on {profiling.device_name(device)}: {record.name}: RoPE overhead "
-                        + ", ".join(f"n={n}: {overhead[n]:+.1%} (fused RoPE {fused[n]:+.1%}, attention without "
+    perf_session.note(f"ROPE-12 on {machine.device_name(device)}: {record.name}: RoPE overhead "
+                      + ", ".join(f"n={n}: {overhead[n]:+.1%} (fused RoPE {fused[n]:+.1%}, attention without "
                                     f"rotation {times[n]['none'] * 1e3:.2f} ms)" for n in ROPE12_LENGTHS))
     short, long = ROPE12_LENGTHS[0], ROPE12_LENGTHS[-1]
     details = dict(overhead={n: round(v, 4) for n, v in overhead.items()},
                    fused_overhead={n: round(v, 4) for n, v in fused.items()})
     if overhead[short] > ROPE12_OVERHEAD_LIMIT:
-        violated(record, "ROPE-12", f"RoPE adds {overhead[short]:.1%} to attention at seq {short}, more than "
-                 f"{ROPE12_OVERHEAD_LIMIT:.0%}", **details)
+        s.violated(f"RoPE adds {overhead[short]:.1%} to attention at seq {short}, more than "
+                   f"{ROPE12_OVERHEAD_LIMIT:.0%}", **details)
     if overhead[long] > overhead[short] + ROPE12_NOISE:
-        violated(record, "ROPE-12", f"the overhead grows with length: {overhead[short]:.1%} at {short}, "
-                 f"{overhead[long]:.1%} at {long}", **details)
+        s.violated(f"the overhead grows with length: {overhead[short]:.1%} at {short}, "
+                   f"{overhead[long]:.1%} at {long}", **details)
 
 
 def test_slope_of_a_quadratic_cost_is_two():

@@ -17,73 +17,56 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from posenc.registry import FINITE_DIFFERENCE
-from specs.strategies import position_lists, seeds
-from specs.support import (
-    needs_float64,
-    SPEC_CONFIG,
-    build,
-    input_shape,
-    max_angle,
-    max_error,
-    randn,
-    reference_rotation,
-    reproducer,
-    require_within,
-    violated,
-)
+from posenc.harness.records import FINITE_DIFFERENCE
+from specs import strategies as draws
+from specs import support as s
 
 MIX = (0.7, 0.3)
 
 
 def dynamic_formula(record, x, positions, scale):
-    geometry, head_dim = record.geometry, SPEC_CONFIG.head_dim
-    return (MIX[0] * reference_rotation(x, positions, geometry, head_dim)
-            + MIX[1] * reference_rotation(x, positions.double() * scale, geometry, head_dim))
+    geometry, head_dim = record.geometry, s.SPEC_CONFIG.head_dim
+    return (MIX[0] * s.reference_rotation(x, positions, geometry, head_dim)
+            + MIX[1] * s.reference_rotation(x, positions.double() * scale, geometry, head_dim))
 
 
 @pytest.mark.claim("DYN-1", kinds=("rotary",))
-@given(seed=seeds, positions=position_lists(5000, 8))
+@given(seed=draws.seeds, positions=draws.position_lists(5000, 8))
 @example(seed=0, positions=[0, 7, 3, 3, 100, 101, 4999, 12])
 def test_non_contiguous_positions_follow_the_formula(record, dtype, seed, positions):
-    module = build(record, dtype)
+    module = s.build(record, dtype)
     scale = float(module.dynamic_scale.detach())
     p = torch.tensor(positions).reshape(2, 4)
-    x = randn(input_shape(record, 2, 4), seed, dtype)
+    x = s.randn(s.input_shape(record, 2, 4), seed, dtype)
     with torch.no_grad():
         y = module(x, p)
         singles = torch.cat([module(x[:, j : j + 1], p[:, j : j + 1]) for j in range(4)], dim=1)
     expected = dynamic_formula(record, x.double(), p, scale)
-    bound = record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(p) * max(scale, 1.0))
-    repro = reproducer("test_non_contiguous_positions_follow_the_formula", record, dtype=dtype, seed=seed,
-                       positions=p.tolist())
-    require_within(record, "DYN-1", error=max_error(y, expected), bound=bound,
-                   what="output at explicit positions differs from 0.7·R_p x + 0.3·R_{s·p} x", repro=repro)
-    require_within(record, "DYN-1", error=max_error(singles, y), bound=bound,
-                   what="a token encoded alone at its position differs from the same token in the sequence",
-                   repro=repro)
+    bound = record.tolerance(dtype).bound(float(expected.abs().max()), s.max_angle(p) * max(scale, 1.0))
+    s.require_within(error=s.max_error(y, expected), bound=bound,
+                     what="output at explicit positions differs from 0.7·R_p x + 0.3·R_{s·p} x")
+    s.require_within(error=s.max_error(singles, y), bound=bound,
+                     what="a token encoded alone at its position differs from the same token in the sequence")
 
 
 @pytest.mark.claim("DYN-2", kinds=("rotary",))
-@given(seed=seeds)
+@given(seed=draws.seeds)
 @example(seed=0)
 def test_scale_is_trainable_and_gets_the_right_gradient(record, seed):
-    needs_float64(record)
-    module = build(record, torch.float64)
+    s.needs_float64(record)
+    module = s.build(record, torch.float64)
     scale = module.dynamic_scale
-    repro = reproducer("test_scale_is_trainable_and_gets_the_right_gradient", record, seed=seed)
     if not isinstance(scale, torch.nn.Parameter) or not scale.requires_grad:
-        violated(record, "DYN-2", "the scale is not a trainable parameter", reproducer=repro)
-    x = randn(input_shape(record, 1, 6), seed, torch.float64)
-    g = randn(input_shape(record, 1, 6), seed + 1, torch.float64)
+        s.violated("the scale is not a trainable parameter")
+    x = s.randn(s.input_shape(record, 1, 6), seed, torch.float64)
+    g = s.randn(s.input_shape(record, 1, 6), seed + 1, torch.float64)
     positions = torch.tensor([0, 2, 3, 10, 11, 40])
     output = module(x, positions)
     if not output.requires_grad:
-        violated(record, "DYN-2", "the output does not depend on the scale: no gradient can reach it",
-                 reproducer=repro)
+        s.violated("the output does not depend on the scale: no gradient can reach it")
     (output * g).sum().backward()
     if scale.grad is None or not bool(torch.isfinite(scale.grad).all()) or float(scale.grad.abs().sum()) == 0.0:
-        violated(record, "DYN-2", "the scale received no gradient", grad=scale.grad, reproducer=repro)
+        s.violated("the scale received no gradient", grad=scale.grad)
     step = FINITE_DIFFERENCE.step
     with torch.no_grad():
         values = []
@@ -96,30 +79,29 @@ def test_scale_is_trainable_and_gets_the_right_gradient(record, seed):
     magnitude = float((g.abs() * x.abs()).sum()) * 2
     difference_error = (step**2 / 6 * MIX[1] * float(positions.max()) ** 3 * magnitude
                         + 2 * torch.finfo(torch.float64).eps * magnitude / step)
-    require_within(record, "DYN-2", error=abs(float(scale.grad.sum()) - numeric),
-                   bound=record.tolerance(torch.float64).bound(abs(numeric)) + difference_error,
-                   what="∂L/∂s differs from the central finite difference", repro=repro,
-                   autograd=float(scale.grad.sum()), finite_difference=numeric)
+    s.require_within(error=abs(float(scale.grad.sum()) - numeric),
+                     bound=record.tolerance(torch.float64).bound(abs(numeric)) + difference_error,
+                     what="∂L/∂s differs from the central finite difference",
+                     autograd=float(scale.grad.sum()), finite_difference=numeric)
 
 
 @pytest.mark.claim("DYN-3", kinds=("rotary",))
-@given(seed=seeds)
+@given(seed=draws.seeds)
 @example(seed=0)
 def test_mix_weights_and_scale_one_gives_the_base(record, dtype, seed):
-    module = build(record, dtype)
-    x = randn(input_shape(record, 2, 5), seed, dtype)
+    module = s.build(record, dtype)
+    x = s.randn(s.input_shape(record, 2, 5), seed, dtype)
     positions = torch.tensor([1, 4, 9, 16, 900])
-    repro = reproducer("test_mix_weights_and_scale_one_gives_the_base", record, dtype=dtype, seed=seed)
     with torch.no_grad():
         module.dynamic_scale.fill_(1.0)
         y = module(x, positions)
-    base = reference_rotation(x.double(), positions[None], record.geometry, SPEC_CONFIG.head_dim)
-    bound = record.tolerance(dtype).bound(float(base.abs().max()), max_angle(positions))
-    require_within(record, "DYN-3", error=max_error(y, base), bound=bound,
-                   what="at s = 1 the output differs from plain RoPE", repro=repro)
+    base = s.reference_rotation(x.double(), positions[None], record.geometry, s.SPEC_CONFIG.head_dim)
+    bound = record.tolerance(dtype).bound(float(base.abs().max()), s.max_angle(positions))
+    s.require_within(error=s.max_error(y, base), bound=bound,
+                     what="at s = 1 the output differs from plain RoPE")
     with torch.no_grad():
         module.dynamic_scale.fill_(0.0)  # s = 0: the second term is x itself
         y0 = module(x, positions)
     expected = MIX[0] * base + MIX[1] * x.double()
-    require_within(record, "DYN-3", error=max_error(y0, expected), bound=bound,
-                   what="at s = 0 the output is not 0.7·R_p x + 0.3·x: the mix is not 0.7 : 0.3", repro=repro)
+    s.require_within(error=s.max_error(y0, expected), bound=bound,
+                     what="at s = 0 the output is not 0.7·R_p x + 0.3·x: the mix is not 0.7 : 0.3")

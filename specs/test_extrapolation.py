@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specs.support import build, violated
+from specs import support as s
 
 L, LAG, VOCAB, STEPS, BATCH = 32, 3, 16, 600, 32
 KEEP_FACTOR, KEEP_MARGIN = 1.5, 0.05  # "keeps": at most 50 % worse, plus a small absolute slack
@@ -36,7 +36,7 @@ def lag_loss(model, length, generator):
 
 def train_and_evaluate(record, seed=0):
     torch.manual_seed(seed)
-    model = LagModel(build(record, torch.float32, **SMALL))
+    model = LagModel(s.build(record, torch.float32, **SMALL))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(STEPS):
@@ -56,5 +56,5 @@ def test_trained_model_keeps_its_loss_past_the_training_length(record):
     trained = losses[L]
     for length, loss in losses.items():
         if loss > KEEP_FACTOR * trained + KEEP_MARGIN:
-            violated(record, "ROPE-10b", f"loss at {length} tokens is {loss:.3f}, trained at {L}: {trained:.3f}",
-                     losses=losses, rule=f"loss(kL) ≤ {KEEP_FACTOR}·loss(L) + {KEEP_MARGIN}")
+            s.violated(f"loss at {length} tokens is {loss:.3f}, trained at {L}: {trained:.3f}",
+                       losses=losses, rule=f"loss(kL) ≤ {KEEP_FACTOR}·loss(L) + {KEEP_MARGIN}")

@@ -6,23 +6,23 @@ import pytest
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from posenc.registry import FINITE_DIFFERENCE
-from specs.support import build, config, input_shape, needs_float64, randn, violated
+from posenc.harness.records import FINITE_DIFFERENCE
+from specs import support as s
 
 SMALL = dict(d_model=16, n_heads=2)  # gradcheck cost grows with the number of inputs
 
 
 @pytest.mark.claim("contract")
 def test_gradcheck_in_float64(record):
-    needs_float64(record)
-    module = build(record, torch.float64, **SMALL)
-    x = randn(input_shape(record, 1, 3, config(**SMALL)), seed=4, dtype=torch.float64).requires_grad_()
+    s.needs_float64(record)
+    module = s.build(record, torch.float64, **SMALL)
+    x = s.randn(s.input_shape(record, 1, 3, s.config(**SMALL)), seed=4, dtype=torch.float64).requires_grad_()
     positions = torch.tensor([0, 5, 2])
     try:
         ok = torch.autograd.gradcheck(lambda t: module(t, positions), (x,), eps=FINITE_DIFFERENCE.step,
                                       atol=FINITE_DIFFERENCE.atol, rtol=FINITE_DIFFERENCE.rtol,
                                       raise_exception=True)
     except GradcheckError as error:
-        violated(record, "contract", "autograd gradient differs from finite differences",
-                 message=str(error).splitlines()[0])
+        s.violated("autograd gradient differs from finite differences",
+                   message=str(error).splitlines()[0])
     assert ok

@@ -16,90 +16,70 @@ import torch
 from hypothesis import example, given
 
 from posenc import ClaimViolation, RotaryEmbedding
-from specs.strategies import offsets, position_lists, seeds
-from specs.support import (
-    SPEC_CONFIG,
-    as_heads,
-    build,
-    input_pair_order,
-    input_shape,
-    max_angle,
-    max_error,
-    output_pair_order,
-    randn,
-    reference_rotation,
-    reproducer,
-    require_within,
-)
+from specs import strategies as draws
+from specs import support as s
 from specs.test_relative_offset import shifted_logit_error
-
 
 
 def _formula(record, x_heads, positions):
     geometry = type(record.geometry)(**{**record.geometry.__dict__, "layout": "interleaved"})
-    return reference_rotation(x_heads, positions, geometry, SPEC_CONFIG.head_dim)
+    return s.reference_rotation(x_heads, positions, geometry, s.SPEC_CONFIG.head_dim)
 
 
 def _encode(record, dtype, seed, offset, batch=1, seq=5):
-    module = build(record, dtype)
-    x = randn(input_shape(record, batch, seq), seed, dtype)
+    module = s.build(record, dtype)
+    x = s.randn(s.input_shape(record, batch, seq), seed, dtype)
     with torch.no_grad():
-        y = as_heads(module(x, None, offset=offset)).to(torch.float64)
+        y = s.as_heads(module(x, None, offset=offset)).to(torch.float64)
     positions = torch.arange(offset, offset + seq)[None]
-    return as_heads(x).to(torch.float64), y, positions
+    return s.as_heads(x).to(torch.float64), y, positions
 
 
 @pytest.mark.claim("ROPE-13", kinds=("rotary",))
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=1)
 def test_output_is_a_fixed_permutation_of_the_formula(record, dtype, seed, offset):
     x, y, positions = _encode(record, dtype, seed, offset)
-    head_dim = SPEC_CONFIG.head_dim
+    head_dim = s.SPEC_CONFIG.head_dim
     layout = record.geometry.layout
-    expected = _formula(record, x[..., input_pair_order(record.geometry, head_dim)], positions)
-    expected = expected[..., output_pair_order(record.geometry, head_dim)]
-    require_within(record, "ROPE-13", error=max_error(y, expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()),
-                                                       max_angle(positions, record.geometry)),
-                   what=f"output is not P_out·formula(P_in·x) for the declared layout {layout!r}",
-                   repro=reproducer("test_output_is_a_fixed_permutation_of_the_formula", record, dtype=dtype,
-                                    seed=seed, offset=offset))
+    expected = _formula(record, x[..., s.input_pair_order(record.geometry, head_dim)], positions)
+    expected = expected[..., s.output_pair_order(record.geometry, head_dim)]
+    s.require_within(error=s.max_error(y, expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()),
+                                                       s.max_angle(positions, record.geometry)),
+                     what=f"output is not P_out·formula(P_in·x) for the declared layout {layout!r}")
 
 
 @pytest.mark.claim("ROPE-13", kinds=("rotary",))
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=1)
 def test_output_equals_formula_elementwise(record, dtype, seed, offset):
     """004 §3.2's claim taken literally: the output equals the formula's, coordinate by coordinate."""
     x, y, positions = _encode(record, dtype, seed, offset)
     expected = _formula(record, x, positions)
-    require_within(record, "ROPE-13", error=max_error(y, expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()),
-                                                       max_angle(positions, record.geometry)),
-                   what="output differs from the formula's (x'_2i, x'_2i+1) coordinates",
-                   repro=reproducer("test_output_equals_formula_elementwise", record, dtype=dtype, seed=seed,
-                                    offset=offset))
+    s.require_within(error=s.max_error(y, expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()),
+                                                       s.max_angle(positions, record.geometry)),
+                     what="output differs from the formula's (x'_2i, x'_2i+1) coordinates")
 
 
 @pytest.mark.claim("ROPE-13", kinds=("rotary",))
-@given(seed=seeds, m=position_lists(5000, 5), n=position_lists(5000, 5))
+@given(seed=draws.seeds, m=draws.position_lists(5000, 5), n=draws.position_lists(5000, 5))
 @example(seed=0, m=[0, 3, 9, 100, 4000], n=[1, 1, 50, 60, 2])
 def test_shared_layout_scores_match_the_formula(record, dtype, seed, m, n):
-    module = build(record, dtype)
-    q, k = randn(input_shape(record, 1, 5), seed, dtype), randn(input_shape(record, 1, 5), seed + 1, dtype)
+    module = s.build(record, dtype)
+    q, k = s.randn(s.input_shape(record, 1, 5), seed, dtype), s.randn(s.input_shape(record, 1, 5), seed + 1, dtype)
     m, n = torch.tensor(m), torch.tensor(n)
     with torch.no_grad():
-        scores = (as_heads(module(q, m)).double() * as_heads(module(k, n)).double()).sum(-1)
-    pin = input_pair_order(record.geometry, SPEC_CONFIG.head_dim)
-    fq = _formula(record, as_heads(q).double()[..., pin], m[None])
-    fk = _formula(record, as_heads(k).double()[..., pin], n[None])
+        scores = (s.as_heads(module(q, m)).double() * s.as_heads(module(k, n)).double()).sum(-1)
+    pin = s.input_pair_order(record.geometry, s.SPEC_CONFIG.head_dim)
+    fq = _formula(record, s.as_heads(q).double()[..., pin], m[None])
+    fk = _formula(record, s.as_heads(k).double()[..., pin], n[None])
     expected = (fq * fk).sum(-1)
-    scale = float((as_heads(q).double().norm(dim=-1) * as_heads(k).double().norm(dim=-1)).max())
-    require_within(record, "ROPE-13", error=max_error(scores, expected),
-                   bound=record.tolerance(dtype).bound(scale, max_angle(torch.cat((m, n)), record.geometry)),
-                   what="⟨f(q, m), f(k, n)⟩ differs from the formula's scores on P_in q, P_in k",
-                   repro=reproducer("test_shared_layout_scores_match_the_formula", record, dtype=dtype,
-                                    seed=seed, m=m.tolist(), n=n.tolist()))
+    scale = float((s.as_heads(q).double().norm(dim=-1) * s.as_heads(k).double().norm(dim=-1)).max())
+    s.require_within(error=s.max_error(scores, expected),
+                     bound=record.tolerance(dtype).bound(scale, s.max_angle(torch.cat((m, n)), record.geometry)),
+                     what="⟨f(q, m), f(k, n)⟩ differs from the formula's scores on P_in q, P_in k")
 
 
 class _MixedLayouts(torch.nn.Module):
@@ -123,11 +103,11 @@ def test_mixing_layouts_between_q_and_k_breaks_relative_offset():
     from posenc import get
 
     record = get("rope_interleaved")
-    module = _MixedLayouts(SPEC_CONFIG.head_dim)
-    q, k = randn(input_shape(record, 1, 6), 0), randn(input_shape(record, 1, 6), 1)
+    module = _MixedLayouts(s.SPEC_CONFIG.head_dim)
+    q, k = s.randn(s.input_shape(record, 1, 6), 0), s.randn(s.input_shape(record, 1, 6), 1)
     m, n = torch.tensor([0, 1, 2, 3, 5, 8]), torch.tensor([0, 0, 1, 7, 3, 2])
     error, scale = shifted_logit_error(record, module, q, k, m, n, 100)
     bound = record.tolerance(torch.float32).bound(scale, 200.0)
-    with pytest.raises(ClaimViolation, match="ROPE-4"):
-        require_within(record, "ROPE-4", error=error, bound=bound, what="mixed layouts", repro="")
+    with s.judging(record, "ROPE-4"), pytest.raises(ClaimViolation, match="ROPE-4"):
+        s.require_within(error=error, bound=bound, what="mixed layouts")
     assert error > 100 * bound, (error, bound)

@@ -17,29 +17,15 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import seeds
-from specs.support import (
-    FAR_POSITIONS,
-    SPEC_CONFIG,
-    as_heads,
-    build,
-    input_shape,
-    max_angle,
-    max_error,
-    randn,
-    reference_frequencies,
-    reference_rotation,
-    reproducer,
-    require_within,
-    violated,
-)
+from specs import strategies as draws
+from specs import support as s
 
 
 @pytest.mark.claim("ABS-2", kinds=("additive", "rotary"))
 def test_positions_past_the_table_raise(record):
-    module = build(record)
-    cfg = SPEC_CONFIG
-    x = randn(input_shape(record, 1, 4), seed=0)
+    module = s.build(record)
+    cfg = s.SPEC_CONFIG
+    x = s.randn(s.input_shape(record, 1, 4), seed=0)
     last = torch.tensor([0, 1, 2, cfg.max_len - 1])
     module(x, last)  # the last row is valid
     for what, call in (
@@ -50,55 +36,52 @@ def test_positions_past_the_table_raise(record):
             out = call()
         except ValueError as error:
             if "max_len" not in str(error):
-                violated(record, "ABS-2", f"{what}: the error does not name max_len", message=str(error))
+                s.violated(f"{what}: the error does not name max_len", message=str(error))
             continue
-        violated(record, "ABS-2", f"{what}: no error past max_len={cfg.max_len}, returned silent garbage",
-                 returned_shape=tuple(out.shape))
+        s.violated(f"{what}: no error past max_len={cfg.max_len}, returned silent garbage",
+                   returned_shape=tuple(out.shape))
 
 
 @pytest.mark.claim("ABS-4", kinds=("additive",))
-@given(seed=seeds)
+@given(seed=draws.seeds)
 @example(seed=0)
 def test_sinusoidal_is_defined_far_past_any_table(record, dtype, seed):
-    module = build(record, dtype)
+    module = s.build(record, dtype)
     positions = torch.tensor([0, 1, 511, 512, 10**4, 10**5, 10**6])
     positions = positions[torch.randperm(len(positions), generator=torch.Generator().manual_seed(seed))]
-    x = torch.zeros(input_shape(record, 1, len(positions)), dtype=dtype)
+    x = torch.zeros(s.input_shape(record, 1, len(positions)), dtype=dtype)
     with torch.no_grad():
         pe = module(x, positions).to(torch.float64)
-    theta = reference_frequencies(SPEC_CONFIG.d_model, record.geometry.base if record.geometry else 10000.0)
+    theta = s.reference_frequencies(s.SPEC_CONFIG.d_model, record.geometry.base if record.geometry else 10000.0)
     angles = positions.to(torch.float64)[:, None] * theta
     expected = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[None]
-    require_within(
-        record, "ABS-4", error=max_error(pe, expected),
-        bound=record.tolerance(dtype).bound(1.0, max_angle(positions)),
+    s.require_within(
+        error=s.max_error(pe, expected),
+        bound=record.tolerance(dtype).bound(1.0, s.max_angle(positions)),
         what="pe[p] differs from sin/cos(p·θ_i) far past any table",
-        repro=reproducer("test_sinusoidal_is_defined_far_past_any_table", record, dtype=dtype,
-                         positions=positions.tolist()),
     )
 
 
-def _compare_to_formula(record, module, x, positions, dtype, what, spec="test_cache_changes_no_result", **kwargs):
+def _compare_to_formula(record, module, x, positions, dtype, what, **kwargs):
     with torch.no_grad():
         y = module(x, positions, **kwargs)
     seq = x.shape[1]
     p = positions if positions is not None else torch.arange(kwargs.get("offset", 0), kwargs.get("offset", 0) + seq)
     p = p if p.dim() == 2 else p[None]
-    expected = reference_rotation(as_heads(x), p, record.geometry, SPEC_CONFIG.head_dim)
-    require_within(
-        record, "ROPE-9", error=max_error(as_heads(y), expected),
-        bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(p, record.geometry)),
+    expected = s.reference_rotation(s.as_heads(x), p, record.geometry, s.SPEC_CONFIG.head_dim)
+    s.require_within(
+        error=s.max_error(s.as_heads(y), expected),
+        bound=record.tolerance(dtype).bound(float(expected.abs().max()), s.max_angle(p, record.geometry)),
         what=what,
-        repro=reproducer(spec, record, dtype=dtype, positions=p.tolist(), **kwargs),
     )
     return y
 
 
 @pytest.mark.claim("ROPE-9", kinds=("rotary",))
 def test_cache_changes_no_result(record, dtype, device):
-    cfg = SPEC_CONFIG
-    module = build(record, dtype, device)
-    x = randn(input_shape(record, 2, 8), seed=5, dtype=dtype, device=device)
+    cfg = s.SPEC_CONFIG
+    module = s.build(record, dtype, device)
+    x = s.randn(s.input_shape(record, 2, 8), seed=5, dtype=dtype, device=device)
     first = _compare_to_formula(record, module, x, None, dtype, "inside the initial cache", offset=3)
     _compare_to_formula(record, module, x, None, dtype, "a sequence straddling the cache end",
                         offset=cfg.max_len - 4)
@@ -106,84 +89,75 @@ def test_cache_changes_no_result(record, dtype, device):
     per_batch = torch.stack((torch.arange(8) * 37 + 1, torch.arange(8) * 611 + 2))
     _compare_to_formula(record, module, x, per_batch, dtype, "per-batch positions past the cache")
     again = _compare_to_formula(record, module, x, None, dtype, "inside the cache after it grew", offset=3)
-    if max_error(again, first) > record.tolerance(dtype).bound(float(first.abs().max())):
-        violated(record, "ROPE-9", "the same call changed result after the cache grew",
-                 error=max_error(again, first))
+    if s.max_error(again, first) > record.tolerance(dtype).bound(float(first.abs().max())):
+        s.violated("the same call changed result after the cache grew",
+                   error=s.max_error(again, first))
     # KV-cache decoding: token t alone at offset t equals position t of the full sequence.
     full = _compare_to_formula(record, module, x, None, dtype, "the full sequence", offset=cfg.max_len - 3)
     for t in range(x.shape[1]):
         with torch.no_grad():
             step = module(x[:, t : t + 1], None, offset=cfg.max_len - 3 + t)
-        require_within(record, "ROPE-9", error=max_error(step, full[:, t : t + 1]),
-                       bound=record.tolerance(dtype).bound(float(full.abs().max())),
-                       what=f"decoding token {t} with offset {cfg.max_len - 3 + t} differs from the full sequence",
-                       repro=reproducer("test_cache_changes_no_result", record, dtype=dtype, token=t))
+        s.require_within(error=s.max_error(step, full[:, t : t + 1]),
+                         bound=record.tolerance(dtype).bound(float(full.abs().max())),
+                         what=f"decoding token {t} with offset {cfg.max_len - 3 + t} differs from the full sequence")
 
 
-DELTAS = (0, 1, 7, 100)
-
-
-def _far_position_check(record, claim, spec, dtype, device, seed):
+def _far_position_check(record, dtype, device, seed):
     """At each far position, nearest first, against float64: f(q, P) = R_P q itself, the logits
     (ROPE-4) and the norm (ROPE-3). Raises at the first failure, naming the position."""
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     tol = record.tolerance(dtype)
-    q = randn(input_shape(record, 1, len(DELTAS)), seed, dtype, device)
-    k = randn(input_shape(record, 1, len(DELTAS)), seed + 1, dtype, device)
-    q64, k64 = as_heads(q).to(torch.float64), as_heads(k).to(torch.float64)
-    deltas = torch.tensor(DELTAS, device=device)
+    q = s.randn(s.input_shape(record, 1, len(s.DELTAS)), seed, dtype, device)
+    k = s.randn(s.input_shape(record, 1, len(s.DELTAS)), seed + 1, dtype, device)
+    q64, k64 = s.as_heads(q).to(torch.float64), s.as_heads(k).to(torch.float64)
+    deltas = torch.tensor(s.DELTAS, device=device)
     # ⟨R_P q, R_{P−δ} k⟩ = ⟨R_δ q, R_0 k⟩, both in the encoder's output layout, in float64.
-    rotated_q = reference_rotation(q64, deltas[None], record.geometry, q64.shape[-1])
-    unrotated_k = reference_rotation(k64, torch.zeros_like(deltas)[None], record.geometry, k64.shape[-1])
+    rotated_q = s.reference_rotation(q64, deltas[None], record.geometry, q64.shape[-1])
+    unrotated_k = s.reference_rotation(k64, torch.zeros_like(deltas)[None], record.geometry, k64.shape[-1])
     expected = (rotated_q * unrotated_k).sum(-1)
     scale = float((q64.norm(dim=-1) * k64.norm(dim=-1)).max())
-    for position in FAR_POSITIONS:
-        m = torch.full((len(DELTAS),), position, device=device)
+    for position in s.FAR_POSITIONS:
+        m = torch.full((len(s.DELTAS),), position, device=device)
         n = m - deltas
         with torch.no_grad():
-            fq, fk = as_heads(module(q, m)).to(torch.float64), as_heads(module(k, n)).to(torch.float64)
-        repro = reproducer(spec, record, dtype=dtype, seed=seed, position=position,
-                           deltas=list(DELTAS))
-        bound = tol.bound(scale, max_angle(m, record.geometry))
-        absolute = reference_rotation(q64, m[None], record.geometry, q64.shape[-1])
-        require_within(record, claim, error=max_error(fq, absolute),
-                       bound=tol.bound(float(absolute.abs().max()), max_angle(m, record.geometry)),
-                       what=f"at position {position}: f(q, P) ≠ R_P q (float64)", repro=repro, position=position)
-        require_within(record, claim, error=float(((fq * fk).sum(-1) - expected).abs().max()), bound=bound,
-                       what=f"at position {position}: ⟨f(q, P), f(k, P − δ)⟩ ≠ ⟨q, R_δ k⟩ (float64)",
-                       repro=repro, position=position)
+            fq, fk = s.as_heads(module(q, m)).to(torch.float64), s.as_heads(module(k, n)).to(torch.float64)
+        bound = tol.bound(scale, s.max_angle(m, record.geometry))
+        absolute = s.reference_rotation(q64, m[None], record.geometry, q64.shape[-1])
+        s.require_within(error=s.max_error(fq, absolute),
+                         bound=tol.bound(float(absolute.abs().max()), s.max_angle(m, record.geometry)),
+                         what=f"at position {position}: f(q, P) ≠ R_P q (float64)", position=position)
+        s.require_within(error=float(((fq * fk).sum(-1) - expected).abs().max()), bound=bound,
+                         what=f"at position {position}: ⟨f(q, P), f(k, P − δ)⟩ ≠ ⟨q, R_δ k⟩ (float64)", position=position)
         norm_error = float((fq.norm(dim=-1) - q64.norm(dim=-1)).abs().max())
-        require_within(record, claim, error=norm_error, bound=tol.bound(float(q64.norm(dim=-1).max())),
-                       what=f"at position {position}: the norm changed", repro=repro, position=position)
+        s.require_within(error=norm_error, bound=tol.bound(float(q64.norm(dim=-1).max())),
+                         what=f"at position {position}: the norm changed", position=position)
 
 
 @pytest.mark.claim("ROPE-10a", kinds=("rotary",), dtypes=(torch.float32, torch.float64))
-@given(seed=seeds)
+@given(seed=draws.seeds)
 @example(seed=0)
 def test_relative_offset_and_norm_hold_far_past_any_table(record, dtype, device, seed):
-    _far_position_check(record, "ROPE-10a", "test_relative_offset_and_norm_hold_far_past_any_table", dtype, device,
-                        seed)
+    _far_position_check(record, dtype, device, seed)
 
 
 @pytest.mark.claim("ROPE-11", kinds=("rotary",), dtypes=(torch.float16, torch.bfloat16))
-@given(seed=seeds)
+@given(seed=draws.seeds)
 @example(seed=0)
 def test_half_precision_keeps_relative_offset(record, dtype, device, seed):
     """Holds when angles are formed in fp32: fp16 and bf16 cannot even represent p·θ past 2048 and 256."""
-    _far_position_check(record, "ROPE-11", "test_half_precision_keeps_relative_offset", dtype, device, seed)
+    _far_position_check(record, dtype, device, seed)
 
 
 @pytest.mark.claim("ROPE-9", kinds=("rotary",))
 def test_one_module_serves_every_dtype(record, device):
     """A cache must be keyed by dtype and device: one module, called in each declared dtype in
     turn (and again after ``.to()``), gives the formula every time."""
-    cfg = SPEC_CONFIG
-    module = build(record, record.dtypes[0], device)
+    cfg = s.SPEC_CONFIG
+    module = s.build(record, record.dtypes[0], device)
     order = list(record.dtypes) + list(reversed(record.dtypes))
     for step, dtype in enumerate(order):
         if step == len(record.dtypes):
             module = module.to(record.dtypes[-1])
-        x = randn(input_shape(record, 1, 6), seed=step, dtype=dtype, device=device)
+        x = s.randn(s.input_shape(record, 1, 6), seed=step, dtype=dtype, device=device)
         _compare_to_formula(record, module, x, None, dtype, f"call {step + 1} in {dtype} after calls in "
-                            f"{[str(d) for d in order[:step]]}", spec="test_one_module_serves_every_dtype",
-                            offset=cfg.max_len - 2)
+                            f"{[str(d) for d in order[:step]]}", offset=cfg.max_len - 2)

@@ -18,18 +18,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import example, given
 
-from specs.strategies import offsets, seeds, seq_lens
-from specs.support import (
-    SPEC_CONFIG,
-    build,
-    max_angle,
-    max_error,
-    needs_float64,
-    randn,
-    reference_rotation,
-    reproducer,
-    require_within,
-)
+from specs import strategies as draws
+from specs import support as s
 
 
 def quadratic_reference(module, geometry, q, k, v, positions):
@@ -38,33 +28,31 @@ def quadratic_reference(module, geometry, q, k, v, positions):
     q, k, v = q.double(), k.double(), v.double()
     if module.order == "map_then_rotate":
         phi_q, phi_k = F.elu(q @ w.T + b) + 1, F.elu(k @ w.T + b) + 1
-        rq = reference_rotation(phi_q, positions, geometry, phi_q.shape[-1])
-        rk = reference_rotation(phi_k, positions, geometry, phi_k.shape[-1])
+        rq = s.reference_rotation(phi_q, positions, geometry, phi_q.shape[-1])
+        rk = s.reference_rotation(phi_k, positions, geometry, phi_k.shape[-1])
         weights = torch.einsum("bmhf,bnhf->bhmn", rq, rk)
         normaliser = torch.einsum("bmhf,bnhf->bhmn", phi_q, phi_k).sum(-1, keepdim=True)
         weights = weights / normaliser
     else:
-        rq = reference_rotation(q, positions, geometry, q.shape[-1]) @ w.T + b
-        rk = (reference_rotation(k, positions, geometry, k.shape[-1]) @ w.T + b).softmax(dim=1)
+        rq = s.reference_rotation(q, positions, geometry, q.shape[-1]) @ w.T + b
+        rk = (s.reference_rotation(k, positions, geometry, k.shape[-1]) @ w.T + b).softmax(dim=1)
         weights = torch.einsum("bmhf,bnhf->bhmn", rq, rk)
     return torch.einsum("bhmn,bnhe->bmhe", weights, v)
 
 
 @pytest.mark.claim("LIN-2", kinds=("attention",), requires=lambda r: r.declared("ATT-1").status == "n/a")
-@given(seed=seeds, offset=offsets, seq=seq_lens)
+@given(seed=draws.seeds, offset=draws.offsets, seq=draws.seq_lens)
 @example(seed=0, offset=5, seq=7)
 def test_linear_form_equals_the_quadratic_formula(record, seed, offset, seq):
-    needs_float64(record)
-    module = build(record, torch.float64)
-    shape = (2, seq, SPEC_CONFIG.n_heads, SPEC_CONFIG.head_dim)
-    q, k, v = (randn(shape, seed + i, torch.float64) for i in range(3))
+    s.needs_float64(record)
+    module = s.build(record, torch.float64)
+    shape = (2, seq, s.SPEC_CONFIG.n_heads, s.SPEC_CONFIG.head_dim)
+    q, k, v = (s.randn(shape, seed + i, torch.float64) for i in range(3))
     positions = torch.arange(offset, offset + seq)[None]
     with torch.no_grad():
         out = module.attend(q, k, v, None, offset=offset)
     expected = quadratic_reference(module, record.geometry, q, k, v, positions)
-    require_within(record, "LIN-2", error=max_error(out, expected),
-                   bound=record.tolerance(torch.float64).bound(float(expected.abs().max()) * seq,
-                                                              max_angle(offset + seq, record.geometry)),
-                   what="the O(n) form differs from the explicit O(n²) formula",
-                   repro=reproducer("test_linear_form_equals_the_quadratic_formula", record, seed=seed,
-                                    offset=offset, seq=seq))
+    s.require_within(error=s.max_error(out, expected),
+                     bound=record.tolerance(torch.float64).bound(float(expected.abs().max()) * seq,
+                                                               s.max_angle(offset + seq, record.geometry)),
+                     what="the O(n) form differs from the explicit O(n²) formula")

@@ -10,42 +10,28 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import offsets, seeds
-from specs.support import (
-    SPEC_CONFIG,
-    as_heads,
-    build,
-    from_heads,
-    max_angle,
-    max_error,
-    position_cap,
-    randn,
-    reference_rotation,
-    reproducer,
-    require_within,
-)
+from specs import strategies as draws
+from specs import support as s
 
 SEQ = 5  # ≠ n_heads (4), ≠ head_dim / 2 (8)
 
 
 @pytest.mark.claim("ROPE-7", kinds=("rotary",))
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=1)
 def test_every_head_gets_the_same_head_dim_rotation(record, dtype, device, seed, offset):
-    offset = min(offset, position_cap(record, offset + SEQ) - SEQ)
-    cfg = SPEC_CONFIG
-    module = build(record, dtype, device)
-    one_head = randn((2, SEQ, 1, cfg.head_dim), seed, dtype, device)
-    x = from_heads(one_head.expand(2, SEQ, cfg.n_heads, cfg.head_dim).contiguous(), record)
+    offset = min(offset, s.position_cap(record, offset + SEQ) - SEQ)
+    cfg = s.SPEC_CONFIG
+    module = s.build(record, dtype, device)
+    one_head = s.randn((2, SEQ, 1, cfg.head_dim), seed, dtype, device)
+    x = s.from_heads(one_head.expand(2, SEQ, cfg.n_heads, cfg.head_dim).contiguous(), record)
     with torch.no_grad():
-        y = as_heads(module(x, None, offset=offset)).to(torch.float64)
+        y = s.as_heads(module(x, None, offset=offset)).to(torch.float64)
     positions = torch.arange(offset, offset + SEQ, device=device)[None]
-    expected = reference_rotation(as_heads(x), positions, record.geometry, cfg.head_dim)
+    expected = s.reference_rotation(s.as_heads(x), positions, record.geometry, cfg.head_dim)
     tol = record.tolerance(dtype)
-    repro = reproducer("test_every_head_gets_the_same_head_dim_rotation", record, dtype=dtype, seed=seed,
-                       offset=offset)
-    require_within(record, "ROPE-7", error=max_error(y, y[:, :, :1]), bound=tol.bound(float(y.abs().max())),
-                   what="equal heads came out different: heads are not rotated alike", repro=repro)
-    require_within(record, "ROPE-7", error=max_error(y, expected),
-                   bound=tol.bound(float(expected.abs().max()), max_angle(positions, record.geometry)),
-                   what=f"a head differs from the rotation with head_dim={cfg.head_dim} angles", repro=repro)
+    s.require_within(error=s.max_error(y, y[:, :, :1]), bound=tol.bound(float(y.abs().max())),
+                     what="equal heads came out different: heads are not rotated alike")
+    s.require_within(error=s.max_error(y, expected),
+                     bound=tol.bound(float(expected.abs().max()), s.max_angle(positions, record.geometry)),
+                     what=f"a head differs from the rotation with head_dim={cfg.head_dim} angles")

@@ -4,16 +4,8 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import offsets, seeds
-from specs.support import (
-    as_heads,
-    build,
-    input_shape,
-    position_cap,
-    randn,
-    reproducer,
-    require_within,
-)
+from specs import strategies as draws
+from specs import support as s
 
 SEQ = 8
 
@@ -29,25 +21,23 @@ def pair_norms(t: torch.Tensor, layout: str, side: str) -> torch.Tensor:
 
 
 @pytest.mark.claim("ROPE-3", kinds=("rotary",))
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=0)
 @example(seed=1, offset=1000)
 def test_rotation_preserves_norm(record, dtype, device, seed, offset):
-    offset = min(offset, position_cap(record, offset + SEQ) - SEQ)
-    module = build(record, dtype, device)
-    x = randn(input_shape(record, 2, SEQ), seed, dtype, device)
+    offset = min(offset, s.position_cap(record, offset + SEQ) - SEQ)
+    module = s.build(record, dtype, device)
+    x = s.randn(s.input_shape(record, 2, SEQ), seed, dtype, device)
     with torch.no_grad():
         y = module(x, None, offset=offset)
-    xh, yh = as_heads(x).to(torch.float64), as_heads(y).to(torch.float64)
+    xh, yh = s.as_heads(x).to(torch.float64), s.as_heads(y).to(torch.float64)
     tol = record.tolerance(dtype)
-    repro = reproducer("test_rotation_preserves_norm", record, dtype=dtype, seed=seed, offset=offset,
-                       shape=tuple(x.shape))
     norms = xh.norm(dim=-1)
-    require_within(record, "ROPE-3", error=float((yh.norm(dim=-1) - norms).abs().max()),
-                   bound=tol.bound(float(norms.max())), what="‖f(x, p)‖ ≠ ‖x‖ per head", repro=repro)
+    s.require_within(error=float((yh.norm(dim=-1) - norms).abs().max()),
+                     bound=tol.bound(float(norms.max())), what="‖f(x, p)‖ ≠ ‖x‖ per head")
     if record.geometry is not None:
         layout = record.geometry.layout
         r = record.geometry.rotary_dim(xh.shape[-1])
         before, after = pair_norms(xh[..., :r], layout, "input"), pair_norms(yh[..., :r], layout, "output")
-        require_within(record, "ROPE-3", error=float((after - before).abs().max()),
-                       bound=tol.bound(float(before.max())), what="a coordinate pair changed norm", repro=repro)
+        s.require_within(error=float((after - before).abs().max()),
+                         bound=tol.bound(float(before.max())), what="a coordinate pair changed norm")

@@ -2,7 +2,7 @@
 
 000 §4.1 (V100, seq 512, dim 768): forward time learnable 1.2 ms < sinusoidal 1.5 ms < RoPE 2.1 ms
 (PERF-1); memory learnable 3.8 MB, sinusoidal 0.2 MB, RoPE 1.5 MB (PERF-2). The rules that decide
-them are stated in :mod:`posenc.perf_claims`.
+them are stated in :mod:`posenc.harness.perf_rules`.
 
 ``test_benchmark`` (``-m perf``) times each encoder at seq 512, d_model 768, 12 heads, batch 1 and
 8, forward and forward+backward, grouped by size (one table per group, one row per encoder), and
@@ -18,10 +18,11 @@ import re
 import pytest
 import torch
 
-from posenc import get, profiling
-from posenc.perf_claims import DOCUMENT_TABLE, PERF1_MARGIN, PERF2_FACTOR
-from posenc.pytest_plugin import selected_records
-from specs.support import violated
+from posenc import get
+from posenc.harness import machine, profiling
+from posenc.harness.perf_rules import DOCUMENT_TABLE, PERF1_MARGIN, PERF2_FACTOR
+from posenc.harness.summaries import write_summaries
+from specs import support as s
 
 MODES = ("forward", "forward+backward")
 BATCHES = (1, 8)
@@ -50,49 +51,46 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
     seconds = stats.stats.median if stats is not None else profiling.median(profiling.time_call(work.call))
     copy_seconds = profiling.median(profiling.time_call(profiling.copy_call(work.min_bytes, device)))
     info = {
-        "encoder": perf_record.name,
-        "kind": perf_record.kind,
-        "device": device,
-        "device_name": profiling.device_name(device),
-        "dtype": "float32",
-        "mode": mode,
-        "batch": batch,
-        "seq": profiling.DOC_SEQ,
-        "d_model": profiling.DOC_D_MODEL,
-        "n_heads": profiling.DOC_HEADS,
-        "seconds": seconds,
-        "peak_bytes": profiling.peak_memory(work.call, device),
-        **work.static,
-        "min_bytes": work.min_bytes,
-        "copy_seconds": copy_seconds,
-        **profiling.roofline(work.min_bytes, seconds, copy_seconds),
-        **profiling.count_ops(work.call, device),
+            "encoder": perf_record.name,
+            "kind": perf_record.kind,
+            "device": device,
+            "device_name": machine.device_name(device),
+            "dtype": "float32",
+            "mode": mode,
+            "batch": batch,
+            "seq": profiling.DOC_SEQ,
+            "d_model": profiling.DOC_D_MODEL,
+            "n_heads": profiling.DOC_HEADS,
+            "seconds": seconds,
+            "peak_bytes": profiling.peak_memory(work.call, device),
+            **work.static,
+            "min_bytes": work.min_bytes,
+            "copy_seconds": copy_seconds,
+            **profiling.roofline(work.min_bytes, seconds, copy_seconds),
+            **profiling.count_ops(work.call, device),
     }
     backends = getattr(work.module, "backends", None)
     if backends is not None:
         info["backend"] = backends.get((torch.device(device).type, DTYPE), "eager")
     if torch.device(device).type == "cuda":
         info["cuda_event_seconds"] = profiling.median(profiling.cuda_event_times(lambda: work.call(sync=False)))
-    if perf_session["run_dir"] is not None:
+    if perf_session.run_dir is not None:
         name = _bench_name(device, mode, batch, perf_record.name)
-        files = profiling.write_trace(work.call, perf_session["run_dir"] / name, name, device)
+        files = profiling.write_trace(work.call, perf_session.run_dir / name, name, device)
         info["trace"] = [str(f) for f in files]
     benchmark.extra_info.update(info)
-    perf_session["benchmarks"].append({**info, "group": benchmark.group})
+    perf_session.benchmarks.append({**info, "group": benchmark.group})
     assert info["peak_bytes"] >= 0 and info["min_bytes"] > 0 and seconds > 0
 
 
 @pytest.mark.perf
-def test_tensorboard_summaries(perf_session, request):
+def test_tensorboard_summaries(perf_session):
     """With ``--profile``: attention patterns, RoFormer decay, precision and scaling per encoder."""
-    if perf_session["run_dir"] is None:
+    if perf_session.run_dir is None:
         pytest.skip("needs --profile")
-    from specs.perf_summaries import write_summaries
-
-    device = request.config.getoption("device")
-    logdir = perf_session["run_dir"] / "summaries"
-    tags = write_summaries(logdir, selected_records(request.config), device)
-    perf_session["notes"].append(f"TensorBoard summaries: {len(tags['scalars'])} scalar and "
+    logdir = perf_session.run_dir / "summaries"
+    tags = write_summaries(logdir, perf_session.records, perf_session.device)
+    perf_session.note(f"TensorBoard summaries: {len(tags['scalars'])} scalar and "
                                  f"{len(tags['images'])} image tags in {logdir}")
     assert list(logdir.glob("events.out.tfevents.*"))
 
@@ -118,15 +116,14 @@ def test_forward_time_ranks_as_the_documents_table(record, device, perf_session)
     i = chain.index(record.name)
     pairs = [(chain[j], chain[j + 1]) for j in (i - 1, i) if 0 <= j < len(chain) - 1]
     shown = ", ".join(f"{n} {times[n] * 1e3:.3f} ms (doc {DOCUMENT_TABLE[n][0]} ms)" for n in chain)
-    note = f"PERF-1 on {profiling.device_name(device)}: {shown}"
-    if note not in perf_session["notes"]:
-        perf_session["notes"].append(note)
+    note = f"PERF-1 on {machine.device_name(device)}: {shown}"
+    perf_session.note(note)
     for faster, slower in pairs:
         ratio = times[slower] / times[faster]
         if ratio < 1 + PERF1_MARGIN:
-            violated(record, "PERF-1", f"{faster} is not faster than {slower} by more than the "
-                     f"{PERF1_MARGIN:.0%} noise margin: t({slower}) / t({faster}) = {ratio:.3f}",
-                     times_ms={n: round(times[n] * 1e3, 4) for n in chain}, device=profiling.device_name(device))
+            s.violated(f"{faster} is not faster than {slower} by more than the "
+                       f"{PERF1_MARGIN:.0%} noise margin: t({slower}) / t({faster}) = {ratio:.3f}",
+                       times_ms={n: round(times[n] * 1e3, 4) for n in chain}, device=machine.device_name(device))
 
 
 # ---------------------------------------------------------------- PERF-2: memory (deterministic)
@@ -155,19 +152,18 @@ def test_memory_matches_the_documents_table(record, device, perf_session):
     shown = ", ".join(f"{n} {measured[n]:.2f} MB (static {memory[n]['static'] / 1e6:.2f} + peak "
                       f"{memory[n]['peak'] / 1e6:.2f}; doc {claimed[n]} MB)" for n in DOCUMENT_TABLE)
     note = f"PERF-2 on {device}: {shown}"
-    if note not in perf_session["notes"]:
-        perf_session["notes"].append(note)
+    perf_session.note(note)
     name = record.name
     ratio = measured[name] / claimed[name]
     details = dict(measured_MB={n: round(v, 3) for n, v in measured.items()}, claimed_MB=claimed)
     if not 1 / PERF2_FACTOR <= ratio <= PERF2_FACTOR:
-        violated(record, "PERF-2", f"{measured[name]:.2f} MB is {ratio:.2f}× the claimed {claimed[name]} MB "
-                 f"(allowed: within a factor {PERF2_FACTOR:g})", **details)
+        s.violated(f"{measured[name]:.2f} MB is {ratio:.2f}× the claimed {claimed[name]} MB "
+                   f"(allowed: within a factor {PERF2_FACTOR:g})", **details)
     claimed_rank = sorted(claimed, key=claimed.get).index(name)
     measured_rank = sorted(measured, key=measured.get).index(name)
     if claimed_rank != measured_rank:
-        violated(record, "PERF-2", f"ranks {measured_rank + 1} of {len(claimed)} by memory, claimed "
-                 f"{claimed_rank + 1}", **details)
+        s.violated(f"ranks {measured_rank + 1} of {len(claimed)} by memory, claimed "
+                   f"{claimed_rank + 1}", **details)
 
 
 def test_workload_builds_and_measures(perf_record):

@@ -10,28 +10,25 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import position_lists, seeds
-from specs.support import SPEC_CONFIG, as_heads, build, input_shape, max_error, randn, reference_rotation
-from specs.support import reproducer, require_within
+from specs import strategies as draws
+from specs import support as s
 
 
 @pytest.mark.claim("ROPE-14", kinds=("rotary",))
-@given(seed=seeds, positions=position_lists(50_000, 6))
+@given(seed=draws.seeds, positions=draws.position_lists(50_000, 6))
 @example(seed=0, positions=[0, 1, 3, 4, 4097, 49_999])
 def test_scaled_position_equals_plain_rope_at_p_over_s(record, dtype, seed, positions):
     factor = record.geometry.scaling_factor
-    module = build(record, dtype)
+    module = s.build(record, dtype)
     p = torch.tensor(positions)
-    x = randn(input_shape(record, 1, len(positions)), seed, dtype)
+    x = s.randn(s.input_shape(record, 1, len(positions)), seed, dtype)
     with torch.no_grad():
-        y = as_heads(module(x, p))
+        y = s.as_heads(module(x, p))
     plain = dataclasses.replace(record.geometry, scaling_factor=1.0)
-    expected = reference_rotation(as_heads(x), (p.double() / factor)[None], plain, SPEC_CONFIG.head_dim)
-    require_within(record, "ROPE-14", error=max_error(y, expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), float(p.max()) / factor),
-                   what=f"output at p with factor {factor} ≠ plain RoPE at p / {factor}",
-                   repro=reproducer("test_scaled_position_equals_plain_rope_at_p_over_s", record, dtype=dtype,
-                                    seed=seed, positions=positions))
+    expected = s.reference_rotation(s.as_heads(x), (p.double() / factor)[None], plain, s.SPEC_CONFIG.head_dim)
+    s.require_within(error=s.max_error(y, expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()), float(p.max()) / factor),
+                     what=f"output at p with factor {factor} ≠ plain RoPE at p / {factor}")
     if factor == 1.0:
         from specs.support import violated
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import position_lists, seeds, shifts
-from specs.support import as_heads, build, input_shape, max_angle, position_cap, randn, reproducer, require_within
+from specs import strategies as draws
+from specs import support as s
 
 PAIRS = 6
 
@@ -19,8 +19,8 @@ PAIRS = 6
 def logits(record, module, q, k, q_positions, k_positions) -> torch.Tensor:
     """Per-token, per-head ``⟨f(q_j, m_j), f(k_j, n_j)⟩`` in float64."""
     with torch.no_grad():
-        fq = as_heads(module(q, q_positions)).to(torch.float64)
-        fk = as_heads(module(k, k_positions)).to(torch.float64)
+        fq = s.as_heads(module(q, q_positions)).to(torch.float64)
+        fk = s.as_heads(module(k, k_positions)).to(torch.float64)
     return (fq * fk).sum(-1)
 
 
@@ -28,26 +28,24 @@ def shifted_logit_error(record, module, q, k, m, n, shift):
     """Largest change of the logits under a common shift, and the scale ``|q||k|`` it is measured against."""
     before = logits(record, module, q, k, m, n)
     after = logits(record, module, q, k, m + shift, n + shift)
-    scale = float((as_heads(q).double().norm(dim=-1) * as_heads(k).double().norm(dim=-1)).max())
+    scale = float((s.as_heads(q).double().norm(dim=-1) * s.as_heads(k).double().norm(dim=-1)).max())
     return float((after - before).abs().max()), scale
 
 
 @pytest.mark.claim("ROPE-4", kinds=("rotary",))
-@given(seed=seeds, m=position_lists(2048, PAIRS), n=position_lists(2048, PAIRS), shift=shifts)
+@given(seed=draws.seeds, m=draws.position_lists(2048, PAIRS), n=draws.position_lists(2048, PAIRS), shift=draws.shifts)
 @example(seed=0, m=[0, 1, 2, 3, 5, 8], n=[0, 0, 1, 7, 3, 2], shift=4096)
 @example(seed=1, m=[3, 9, 17, 30, 40, 60], n=[1, 12, 16, 31, 2, 63], shift=70)
 def test_logits_depend_only_on_offset(record, dtype, device, seed, m, n, shift):
-    cap = position_cap(record, 10**7)
+    cap = s.position_cap(record, 10**7)
     m, n = (torch.tensor(v, device=device).clamp(max=cap // 2) for v in (m, n))
     shift = min(shift, cap - int(max(m.max(), n.max())))
-    module = build(record, dtype, device)
-    q = randn(input_shape(record, 1, PAIRS), seed, dtype, device)
-    k = randn(input_shape(record, 1, PAIRS), seed + 1, dtype, device)
+    module = s.build(record, dtype, device)
+    q = s.randn(s.input_shape(record, 1, PAIRS), seed, dtype, device)
+    k = s.randn(s.input_shape(record, 1, PAIRS), seed + 1, dtype, device)
     error, scale = shifted_logit_error(record, module, q, k, m, n, shift)
-    bound = record.tolerance(dtype).bound(scale, max_angle(torch.stack((m, n)) + shift, record.geometry))
-    require_within(
-        record, "ROPE-4", error=error, bound=bound,
+    bound = record.tolerance(dtype).bound(scale, s.max_angle(torch.stack((m, n)) + shift, record.geometry))
+    s.require_within(
+        error=error, bound=bound,
         what=f"⟨f(q, m), f(k, n)⟩ changed when every position was shifted by {shift}",
-        repro=reproducer("test_logits_depend_only_on_offset", record, dtype=dtype, seed=seed,
-                         m=m.tolist(), n=n.tolist(), shift=shift),
     )

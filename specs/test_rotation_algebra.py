@@ -17,28 +17,8 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from specs.strategies import bases, even_dims, offsets, position_lists, seeds
-from specs.support import (
-    needs_float64,
-    SPEC_CONFIG,
-    as_heads,
-    build,
-    from_heads,
-    heads_config,
-    input_pair_order,
-    input_shape,
-    max_angle,
-    max_error,
-    output_pair_order,
-    position_cap,
-    randn,
-    reference_frequencies,
-    reference_rotation,
-    reproducer,
-    require_within,
-    roformer_bound,
-    violated,
-)
+from specs import strategies as draws
+from specs import support as s
 
 ROTARY = ("rotary",)
 
@@ -48,11 +28,11 @@ def rotation_matrix(record, module, position: int, head_dim: int, dtype=torch.fl
     basis = torch.eye(head_dim, dtype=dtype)[None, :, None, :]  # (1, d, 1, d): token j carries e_j
     n_heads = 1
     if record.input_layout == "bsd":
-        n_heads = module.n_heads if hasattr(module, "n_heads") else SPEC_CONFIG.n_heads
+        n_heads = module.n_heads if hasattr(module, "n_heads") else s.SPEC_CONFIG.n_heads
     basis = basis.expand(1, head_dim, n_heads, head_dim)
     with torch.no_grad():
-        out = module(from_heads(basis, record), torch.full((head_dim,), position))
-    return as_heads(out.reshape(1, head_dim, -1), _cfg(head_dim, n_heads))[0, :, 0, :].T.to(torch.float64)
+        out = module(s.from_heads(basis, record), torch.full((head_dim,), position))
+    return s.as_heads(out.reshape(1, head_dim, -1), _cfg(head_dim, n_heads))[0, :, 0, :].T.to(torch.float64)
 
 
 def _cfg(head_dim, n_heads):
@@ -62,52 +42,47 @@ def _cfg(head_dim, n_heads):
 
 
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
-@given(seed=seeds, position=st.integers(0, 5000))
+@given(seed=draws.seeds, position=st.integers(0, 5000))
 @example(seed=0, position=3)
 def test_two_dimensional_rotation_is_the_explicit_matrix(record, dtype, seed, position):
     """d = 2: one pair, rotated by ``m·θ_0 / s`` with θ_0 = 1."""
-    module = build(record, dtype, **heads_config(record, 2, n_heads=1))
-    x = randn(input_shape(record, 1, 1, _cfg(2, 1)), seed, dtype)
+    module = s.build(record, dtype, **s.heads_config(2, n_heads=1))
+    x = s.randn(s.input_shape(record, 1, 1, _cfg(2, 1)), seed, dtype)
     with torch.no_grad():
         y = module(x, torch.tensor([position])).reshape(2).to(torch.float64)
     a = position / record.geometry.scaling_factor
     matrix = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
     expected = matrix @ x.reshape(2).to(torch.float64)
-    require_within(record, "ROPE-1", error=max_error(y, expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), a),
-                   what=f"d=2 output differs from [[cos, −sin], [sin, cos]] at m={position}",
-                   repro=reproducer("test_two_dimensional_rotation_is_the_explicit_matrix", record,
-                                    dtype=dtype, seed=seed, position=position))
+    s.require_within(error=s.max_error(y, expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()), a),
+                     what=f"d=2 output differs from [[cos, −sin], [sin, cos]] at m={position}")
 
 
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
-@given(seed=seeds, positions=position_lists(3000, 10))
+@given(seed=draws.seeds, positions=draws.position_lists(3000, 10))
 @example(seed=0, positions=[0, 1, 2, 3, 4, 100, 101, 1000, 2999, 7])
 def test_rotation_matches_the_formula_with_per_batch_positions(record, dtype, device, seed, positions):
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     p = torch.tensor(positions, device=device).reshape(2, 5)
-    x = randn(input_shape(record, 2, 5), seed, dtype, device)
+    x = s.randn(s.input_shape(record, 2, 5), seed, dtype, device)
     with torch.no_grad():
-        y = as_heads(module(x, p))
-    expected = reference_rotation(as_heads(x), p, record.geometry, SPEC_CONFIG.head_dim)
-    require_within(record, "ROPE-1", error=max_error(y, expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(p, record.geometry)),
-                   what="output differs from the float64 rotation at per-batch positions",
-                   repro=reproducer("test_rotation_matches_the_formula_with_per_batch_positions", record,
-                                    dtype=dtype, seed=seed, positions=p.tolist()))
+        y = s.as_heads(module(x, p))
+    expected = s.reference_rotation(s.as_heads(x), p, record.geometry, s.SPEC_CONFIG.head_dim)
+    s.require_within(error=s.max_error(y, expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()), s.max_angle(p, record.geometry)),
+                     what="output differs from the float64 rotation at per-batch positions")
 
 
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
 def test_position_zero_is_the_identity(record, dtype):
-    module = build(record, dtype)
-    x = randn(input_shape(record, 2, 3), seed=11, dtype=dtype)
+    module = s.build(record, dtype)
+    x = s.randn(s.input_shape(record, 2, 3), seed=11, dtype=dtype)
     with torch.no_grad():
         y = module(x, torch.zeros(3, dtype=torch.long))
-    order = output_pair_order(record.geometry, SPEC_CONFIG.head_dim)
-    expected = as_heads(x)[..., order] if record.geometry.layout == "concatenated" else as_heads(x)
-    require_within(record, "ROPE-1", error=max_error(as_heads(y), expected), bound=0.0,
-                   what="R_0 is not the identity (up to the layout's output order)",
-                   repro=reproducer("test_position_zero_is_the_identity", record, dtype=dtype))
+    order = s.output_pair_order(record.geometry, s.SPEC_CONFIG.head_dim)
+    expected = s.as_heads(x)[..., order] if record.geometry.layout == "concatenated" else s.as_heads(x)
+    s.require_within(error=s.max_error(s.as_heads(y), expected), bound=0.0,
+                     what="R_0 is not the identity (up to the layout's output order)")
 
 
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
@@ -116,21 +91,21 @@ def test_position_zero_is_the_identity(record, dtype):
 @example(m=64, n=64)
 def test_rotations_compose(record, m, n):
     """``R_m R_n = R_{m+n}``, read off as matrices (float64), back in the formula's order."""
-    needs_float64(record)
-    head_dim = SPEC_CONFIG.head_dim
-    module = build(record, torch.float64, **heads_config(record, head_dim, n_heads=1))
+    s.needs_float64(record)
+    head_dim = s.SPEC_CONFIG.head_dim
+    module = s.build(record, torch.float64, **s.heads_config(head_dim, n_heads=1))
     layout = record.geometry.layout
-    to_formula = torch.argsort(output_pair_order(record.geometry, head_dim))
-    pin = input_pair_order(record.geometry, head_dim)
+    to_formula = torch.argsort(s.output_pair_order(record.geometry, head_dim))
+    pin = s.input_pair_order(record.geometry, head_dim)
 
     def formula_order(position):
         matrix = rotation_matrix(record, module, position, head_dim)
         return matrix[to_formula][:, pin] if layout != "half_split" else matrix[pin][:, pin]
 
     composed, direct = formula_order(m) @ formula_order(n), formula_order(m + n)
-    require_within(record, "ROPE-1", error=max_error(composed, direct),
-                   bound=record.tolerance(torch.float64).bound(1.0, max_angle(m + n, record.geometry)),
-                   what=f"R_{m} R_{n} ≠ R_{m + n}", repro=reproducer("test_rotations_compose", record, m=m, n=n))
+    s.require_within(error=s.max_error(composed, direct),
+                     bound=record.tolerance(torch.float64).bound(1.0, s.max_angle(m + n, record.geometry)),
+                     what=f"R_{m} R_{n} ≠ R_{m + n}")
 
 
 @pytest.mark.claim("ROPE-3", kinds=ROTARY)
@@ -138,113 +113,107 @@ def test_rotations_compose(record, m, n):
 @example(m=5)
 @example(m=10**6)
 def test_rotation_matrix_is_orthogonal(record, m):
-    needs_float64(record)
-    head_dim = SPEC_CONFIG.head_dim
-    m = min(m, position_cap(record, m))
-    module = build(record, torch.float64, **heads_config(record, head_dim, n_heads=1))
+    s.needs_float64(record)
+    head_dim = s.SPEC_CONFIG.head_dim
+    m = min(m, s.position_cap(record, m))
+    module = s.build(record, torch.float64, **s.heads_config(head_dim, n_heads=1))
     r = rotation_matrix(record, module, m, head_dim)
-    require_within(record, "ROPE-3", error=max_error(r.T @ r, torch.eye(head_dim, dtype=torch.float64)),
-                   bound=record.tolerance(torch.float64).bound(1.0),
-                   what=f"R_mᵀ R_m ≠ I at m={m}", repro=reproducer("test_rotation_matrix_is_orthogonal", record, m=m))
+    s.require_within(error=s.max_error(r.T @ r, torch.eye(head_dim, dtype=torch.float64)),
+                     bound=record.tolerance(torch.float64).bound(1.0),
+                     what=f"R_mᵀ R_m ≠ I at m={m}")
 
 
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=17)
 def test_backward_is_the_inverse_rotation(record, seed, offset):
     """``∂⟨g, R_m x⟩/∂x = R_mᵀ g = R_{−m} g``: the gradient of a rotation is the inverse rotation."""
-    needs_float64(record)
-    module = build(record, torch.float64)
-    x = randn(input_shape(record, 1, 4), seed, torch.float64).requires_grad_()
-    g = randn(input_shape(record, 1, 4), seed + 1, torch.float64)
+    s.needs_float64(record)
+    module = s.build(record, torch.float64)
+    x = s.randn(s.input_shape(record, 1, 4), seed, torch.float64).requires_grad_()
+    g = s.randn(s.input_shape(record, 1, 4), seed + 1, torch.float64)
     (module(x, None, offset=offset) * g).sum().backward()
     positions = torch.arange(offset, offset + 4)[None]
     # Rᵀ g: rotate g back to the formula's order, then by −m.
     layout = record.geometry.layout
-    head_dim = SPEC_CONFIG.head_dim
-    g_heads = as_heads(g)
+    head_dim = s.SPEC_CONFIG.head_dim
+    g_heads = s.as_heads(g)
     if layout == "concatenated":
-        g_heads = g_heads[..., torch.argsort(output_pair_order(record.geometry, head_dim))]
+        g_heads = g_heads[..., torch.argsort(s.output_pair_order(record.geometry, head_dim))]
         geometry = type(record.geometry)(**{**record.geometry.__dict__, "layout": "interleaved"})
     else:
         geometry = record.geometry
-    expected = reference_rotation(g_heads, -positions, geometry, head_dim)
-    require_within(record, "ROPE-1", error=max_error(as_heads(x.grad), expected),
-                   bound=record.tolerance(torch.float64).bound(float(expected.abs().max()),
-                                                              max_angle(positions, record.geometry)),
-                   what="the gradient is not the inverse rotation of the upstream gradient",
-                   repro=reproducer("test_backward_is_the_inverse_rotation", record, seed=seed, offset=offset))
+    expected = s.reference_rotation(g_heads, -positions, geometry, head_dim)
+    s.require_within(error=s.max_error(s.as_heads(x.grad), expected),
+                     bound=record.tolerance(torch.float64).bound(float(expected.abs().max()),
+                                                               s.max_angle(positions, record.geometry)),
+                     what="the gradient is not the inverse rotation of the upstream gradient")
 
 
 def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
     """Angle by which position 1 turns each pair, in the formula's order of pairs."""
     r = rotation_matrix(record, module, 1, head_dim)
     layout = record.geometry.layout
-    pin = input_pair_order(record.geometry, head_dim)
-    r = r[torch.argsort(output_pair_order(record.geometry, head_dim))][:, pin] if layout != "half_split" else r[pin][:, pin]
+    pin = s.input_pair_order(record.geometry, head_dim)
+    r = r[torch.argsort(s.output_pair_order(record.geometry, head_dim))][:, pin] if layout != "half_split" else r[pin][:, pin]
     return torch.atan2(r[1::2, 0::2].diagonal(), r[0::2, 0::2].diagonal())
 
 
 @pytest.mark.claim("ROPE-2", kinds=ROTARY)
-@given(base=bases, dim=even_dims)
+@given(base=draws.bases, dim=draws.even_dims)
 @example(base=10000.0, dim=16)
 @example(base=500.0, dim=64)
 def test_frequencies_follow_the_formula(record, base, dim):
-    needs_float64(record)
-    module = build(record, torch.float64, **heads_config(record, dim, base=base))
+    s.needs_float64(record)
+    module = s.build(record, torch.float64, **s.heads_config(dim, base=base))
     geometry = record.geometry
     rotary_dim = geometry.rotary_dim(dim)
     theta = measured_frequencies(record, module, dim)[: rotary_dim // 2]
-    expected = reference_frequencies(rotary_dim, base) / geometry.scaling_factor
-    require_within(record, "ROPE-2", error=max_error(theta, expected),
-                   bound=record.tolerance(torch.float64).bound(1.0, 1.0),
-                   what=f"θ_i ≠ base^(−2i/d) for base={base}, d={dim}",
-                   repro=reproducer("test_frequencies_follow_the_formula", record, base=base, dim=dim),
-                   observed=theta[:4].tolist(), expected=expected[:4].tolist())
+    expected = s.reference_frequencies(rotary_dim, base) / geometry.scaling_factor
+    s.require_within(error=s.max_error(theta, expected),
+                     bound=record.tolerance(torch.float64).bound(1.0, 1.0),
+                     what=f"θ_i ≠ base^(−2i/d) for base={base}, d={dim}",
+                     observed=theta[:4].tolist(), expected=expected[:4].tolist())
 
 
 @pytest.mark.claim("ROPE-2", kinds=ROTARY)
 def test_long_term_decay_of_the_roformer_bound(record):
     """RoFormer §3.4.3: window means of B(r) fall from r ≈ 1 to r ≈ 4096, yet B is not monotone."""
-    needs_float64(record)
+    s.needs_float64(record)
     dim = 128
-    module = build(record, torch.float64, **heads_config(record, dim))
+    module = s.build(record, torch.float64, **s.heads_config(dim))
     theta = measured_frequencies(record, module, dim)
     distances = torch.arange(0, 4096)
-    bound = roformer_bound(theta, distances)
+    bound = s.roformer_bound(theta, distances)
     windows = [(1, 8), (8, 64), (64, 512), (512, 4096)]
     means = [float(bound[a:b].mean()) for a, b in windows]
-    repro = reproducer("test_long_term_decay_of_the_roformer_bound", record, dim=dim)
     if not all(earlier > later for earlier, later in zip(means, means[1:])):
-        violated(record, "ROPE-2", "the RoFormer bound does not decay in trend", window_means=means, reproducer=repro)
+        s.violated("the RoFormer bound does not decay in trend", window_means=means)
     rises = int((bound[1:] > bound[:-1]).sum())
     if rises == 0:
-        violated(record, "ROPE-2", "the RoFormer bound decays monotonically, unlike the frequencies of the formula",
-                 reproducer=repro)
+        s.violated("the RoFormer bound decays monotonically, unlike the frequencies of the formula")
 
 
 @pytest.mark.claim("ROPE-8", kinds=ROTARY)
-@given(seed=seeds, positions=position_lists(10**5, 4))
+@given(seed=draws.seeds, positions=draws.position_lists(10**5, 4))
 @example(seed=0, positions=[0, 1, 512, 99_999])
 def test_equals_complex_multiplication(record, dtype, device, seed, positions):
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     p = torch.tensor(positions, device=device)
-    x = randn(input_shape(record, 1, 4), seed, dtype, device)
+    x = s.randn(s.input_shape(record, 1, 4), seed, dtype, device)
     with torch.no_grad():
-        y = as_heads(module(x, p)).to(torch.float64)
-    head_dim = SPEC_CONFIG.head_dim
+        y = s.as_heads(module(x, p)).to(torch.float64)
+    head_dim = s.SPEC_CONFIG.head_dim
     layout = record.geometry.layout
     r = record.geometry.rotary_dim(head_dim)
-    x64 = as_heads(x).to(torch.float64)[..., input_pair_order(record.geometry, head_dim)]
-    theta = reference_frequencies(r, record.geometry.base) / record.geometry.scaling_factor
+    x64 = s.as_heads(x).to(torch.float64)[..., s.input_pair_order(record.geometry, head_dim)]
+    theta = s.reference_frequencies(r, record.geometry.base) / record.geometry.scaling_factor
     phasor = torch.polar(torch.ones(len(p), r // 2, dtype=torch.float64), p[:, None].double().cpu() * theta)
     pairs = torch.view_as_complex(x64[..., :r].reshape(*x64.shape[:-1], r // 2, 2).contiguous().cpu())
     rotated = torch.view_as_real(pairs * phasor[None, :, None, :]).flatten(-2)
     expected = torch.cat((rotated, x64[..., r:].cpu()), dim=-1)
     if layout != "interleaved":
-        expected = expected[..., output_pair_order(record.geometry, head_dim)]
-    require_within(record, "ROPE-8", error=max_error(y.cpu(), expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(p, record.geometry)),
-                   what="output differs from complex multiplication (x_2i + i x_2i+1)·e^{imθ_i}",
-                   repro=reproducer("test_equals_complex_multiplication", record, dtype=dtype, seed=seed,
-                                    positions=positions))
+        expected = expected[..., s.output_pair_order(record.geometry, head_dim)]
+    s.require_within(error=s.max_error(y.cpu(), expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()), s.max_angle(p, record.geometry)),
+                     what="output differs from complex multiplication (x_2i + i x_2i+1)·e^{imθ_i}")

@@ -15,116 +15,97 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import offsets, seeds, shifts
-from specs.support import (
-    SPEC_CONFIG,
-    as_heads,
-    build,
-    input_shape,
-    max_angle,
-    position_cap,
-    randn,
-    reference_attention,
-    reference_rotation,
-    max_error,
-    reproducer,
-    require_within,
-    violated,
-)
+from specs import strategies as draws
+from specs import support as s
 
 SEQ = 6
 
 
-def shift_change(record, dtype, device, seed, offset, shift, spec="test_attention_is_shift_invariant"):
+def shift_change(record, dtype, device, seed, offset, shift):
     """``max |Attn(p + t) − Attn(p)|`` and the tolerance it is held to."""
-    cfg = SPEC_CONFIG
-    cap = position_cap(record, 10**7)
+    cfg = s.SPEC_CONFIG
+    cap = s.position_cap(record, 10**7)
     offset = min(offset, cap // 2)
     shift = min(shift, cap - offset - SEQ)
-    module = build(record, dtype, device)
+    module = s.build(record, dtype, device)
     heads = (1, SEQ, cfg.n_heads, cfg.head_dim)
-    v = randn(heads, seed + 2, dtype, device)
+    v = s.randn(heads, seed + 2, dtype, device)
     if record.kind == "attention":
-        q, k = randn(heads, seed, dtype, device), randn(heads, seed + 1, dtype, device)
+        q, k = s.randn(heads, seed, dtype, device), s.randn(heads, seed + 1, dtype, device)
 
         def attention(start):
             with torch.no_grad():
                 return module.attend(q, k, v, None, offset=start).to(torch.float64)
     else:
-        q = randn(input_shape(record, 1, SEQ), seed, dtype, device)
-        k = randn(input_shape(record, 1, SEQ), seed + 1, dtype, device)
+        q = s.randn(s.input_shape(record, 1, SEQ), seed, dtype, device)
+        k = s.randn(s.input_shape(record, 1, SEQ), seed + 1, dtype, device)
 
         def attention(start):
             with torch.no_grad():
-                fq, fk = as_heads(module(q, None, offset=start)), as_heads(module(k, None, offset=start))
-            return reference_attention(fq, fk, v)
+                fq, fk = s.as_heads(module(q, None, offset=start)), s.as_heads(module(k, None, offset=start))
+            return s.reference_attention(fq, fk, v)
 
     before, after = attention(offset), attention(offset + shift)
-    qn, kn = as_heads(q).double().norm(dim=-1).max(), as_heads(k).double().norm(dim=-1).max()
+    qn, kn = s.as_heads(q).double().norm(dim=-1).max(), s.as_heads(k).double().norm(dim=-1).max()
     logit_scale = float(qn * kn) / math.sqrt(cfg.head_dim)
     magnitude = 2 * float(v.double().abs().max()) * (1 + logit_scale)
-    bound = record.tolerance(dtype).bound(magnitude, max_angle(offset + shift + SEQ, record.geometry))
-    repro = reproducer(spec, record, dtype=dtype, seed=seed, offset=offset, shift=shift)
-    return float((after - before).abs().max()), bound, repro
+    bound = record.tolerance(dtype).bound(magnitude, s.max_angle(offset + shift + SEQ, record.geometry))
+    return float((after - before).abs().max()), bound
 
 
-def _require_shift_invariant(claim, record, dtype, device, seed, offset, shift):
-    spec = "test_attention_is_shift_invariant" if claim == "ATT-4" else "test_linear_attention_is_shift_invariant"
-    error, bound, repro = shift_change(record, dtype, device, seed, offset, shift, spec)
-    require_within(record, claim, error=error, bound=bound,
-                   what="shifting every position by the same offset changed the attention output", repro=repro)
+def _require_shift_invariant(record, dtype, device, seed, offset, shift):
+    error, bound = shift_change(record, dtype, device, seed, offset, shift)
+    s.require_within(error=error, bound=bound,
+                     what="shifting every position by the same offset changed the attention output")
 
 
 EXACT_DTYPES = (torch.float32, torch.float64)  # low-precision phase errors are ROPE-11's subject
 
 
 @pytest.mark.claim("ATT-4", kinds=("rotary", "additive", "attention"), dtypes=EXACT_DTYPES)
-@given(seed=seeds, offset=offsets, shift=shifts)
+@given(seed=draws.seeds, offset=draws.offsets, shift=draws.shifts)
 @example(seed=0, offset=0, shift=5)
 @example(seed=1, offset=2, shift=4096)
 def test_attention_is_shift_invariant(record, dtype, device, seed, offset, shift):
-    _require_shift_invariant("ATT-4", record, dtype, device, seed, offset, shift)
+    _require_shift_invariant(record, dtype, device, seed, offset, shift)
 
 
 @pytest.mark.claim("LIN-2", kinds=("attention",), dtypes=EXACT_DTYPES)
-@given(seed=seeds, offset=offsets, shift=shifts)
+@given(seed=draws.seeds, offset=draws.offsets, shift=draws.shifts)
 @example(seed=0, offset=0, shift=5)
 def test_linear_attention_is_shift_invariant(record, dtype, device, seed, offset, shift):
-    _require_shift_invariant("LIN-2", record, dtype, device, seed, offset, shift)
+    _require_shift_invariant(record, dtype, device, seed, offset, shift)
 
 
 @pytest.mark.claim("HYB-1", kinds=("rotary",))
 def test_hybrid_inherits_table_limit_and_loses_shift_invariance(record, device):
-    module = build(record, device=device)
-    x = randn(input_shape(record, 1, 4), seed=0, device=device)
+    module = s.build(record, device=device)
+    x = s.randn(s.input_shape(record, 1, 4), seed=0, device=device)
     try:
-        module(x, None, offset=SPEC_CONFIG.max_len - 2)
+        module(x, None, offset=s.SPEC_CONFIG.max_len - 2)
     except ValueError:
         pass
     else:
-        violated(record, "HYB-1", f"accepted positions past max_len={SPEC_CONFIG.max_len} (ABS-2 not inherited)")
-    error, bound, repro = shift_change(record, torch.float32, device, seed=0, offset=0, shift=5,
-                                       spec="test_hybrid_inherits_table_limit_and_loses_shift_invariance")
+        s.violated(f"accepted positions past max_len={s.SPEC_CONFIG.max_len} (ABS-2 not inherited)")
+    error, bound = shift_change(record, torch.float32, device, seed=0, offset=0, shift=5)
     if error <= bound:
-        violated(record, "HYB-1", "attention stayed shift invariant: the learned table does not reach the logits",
-                 error=error, tolerance=bound, reproducer=repro)
+        s.violated("attention stayed shift invariant: the learned table does not reach the logits",
+                   error=error, tolerance=bound)
 
 
 @pytest.mark.claim("HYB-1", kinds=("rotary",))
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=3)
 def test_hybrid_rotation_alone_is_per_head_rope(record, dtype, seed, offset):
-    offset = min(offset, position_cap(record, offset + SEQ) - SEQ)
-    module = build(record, dtype)
+    offset = min(offset, s.position_cap(record, offset + SEQ) - SEQ)
+    module = s.build(record, dtype)
     with torch.no_grad():
         for parameter in module.parameters():
             parameter.zero_()
-        x = randn(input_shape(record, 2, SEQ), seed, dtype)
-        y = as_heads(module(x, None, offset=offset))
+        x = s.randn(s.input_shape(record, 2, SEQ), seed, dtype)
+        y = s.as_heads(module(x, None, offset=offset))
     positions = torch.arange(offset, offset + SEQ)[None]
-    expected = reference_rotation(as_heads(x), positions, record.geometry, SPEC_CONFIG.head_dim)
-    require_within(record, "HYB-1", error=max_error(y, expected),
-                   bound=record.tolerance(dtype).bound(float(expected.abs().max()), max_angle(positions)),
-                   what="with the table zeroed, the output is not per-head RoPE",
-                   repro=reproducer("test_hybrid_rotation_alone_is_per_head_rope", record, dtype=dtype, seed=seed,
-                                    offset=offset))
+    expected = s.reference_rotation(s.as_heads(x), positions, record.geometry, s.SPEC_CONFIG.head_dim)
+    s.require_within(error=s.max_error(y, expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max()), s.max_angle(positions)),
+                     what="with the table zeroed, the output is not per-head RoPE")

@@ -9,30 +9,29 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from specs.strategies import offsets, seeds
-from specs.support import SPEC_CONFIG, randn, reproducer, require_within, build
+from specs import strategies as draws
+from specs import support as s
 
 SEQ = 7
 
 
 @pytest.mark.claim("ROPE-6", kinds=("attention",))
-@given(seed=seeds, offset=offsets)
+@given(seed=draws.seeds, offset=draws.offsets)
 @example(seed=0, offset=3)
 def test_values_are_not_rotated(record, dtype, device, seed, offset):
-    module = build(record, dtype, device)
-    cfg = SPEC_CONFIG
+    module = s.build(record, dtype, device)
+    cfg = s.SPEC_CONFIG
     shape = (2, SEQ, cfg.n_heads, cfg.head_dim)
-    q, k = randn(shape, seed, dtype, device), randn(shape, seed + 1, dtype, device)
-    c = randn((1, 1, cfg.n_heads, cfg.head_dim), seed + 2, dtype, device)
+    q, k = s.randn(shape, seed, dtype, device), s.randn(shape, seed + 1, dtype, device)
+    c = s.randn((1, 1, cfg.n_heads, cfg.head_dim), seed + 2, dtype, device)
     v = c.expand(shape).contiguous()
     with torch.no_grad():
         out = module.attend(q, k, v, None, offset=offset).to(torch.float64)
     c64 = c.to(torch.float64)
     coefficient = (out * c64).sum(-1, keepdim=True) / (c64 * c64).sum(-1, keepdim=True)
     residual = out - coefficient * c64  # the part of each output row not along c
-    require_within(
-        record, "ROPE-6", error=float(residual.abs().max()),
+    s.require_within(
+        error=float(residual.abs().max()),
         bound=record.tolerance(dtype).bound(float(out.abs().max())),
         what="with every value row equal to c, an output row is not a multiple of c (V carries position)",
-        repro=reproducer("test_values_are_not_rotated", record, dtype=dtype, seed=seed, offset=offset),
     )

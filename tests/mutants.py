@@ -35,9 +35,9 @@ from posenc import (
     SinusoidalPositionalEncoding,
     angle_dtype,
 )
-from posenc._checks import require_float, require_last_dim, require_rank
-from posenc.positions import resolve_positions, rotation_angles
-from posenc.rotary import rotate
+from posenc.encoders.positions import resolve_positions, rotation_angles
+from posenc.encoders.rotary import rotate
+from posenc.encoders.validation import require_float, require_last_dim, require_rank
 
 # ============================================================ shared scaffolding
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc import get, profiling
+from posenc import get
+from posenc.harness import profiling
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

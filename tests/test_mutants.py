@@ -24,13 +24,13 @@ from unittest import mock
 import pytest
 
 import posenc
-from specs.index import spec_functions
+from posenc.harness.spec_index import spec_functions
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_FILE = Path(__file__).with_name("mutants.py")
 KILL = "unexpectedly failing"
 OUT_OF_SCOPE_MARKERS = {"perf", "slow"}  # deselected by default
-#: Decided by measurements (posenc.perf_claims, specs/test_perf.py, specs/test_complexity.py), not by
+#: Decided by measurements (posenc.harness.perf_rules, specs/test_perf.py, specs/test_complexity.py), not by
 #: a defect an encoder carries; their specs are left out of the kill requirement.
 PERFORMANCE_CLAIMS = {"PERF-1", "PERF-2", "LIN-1", "ROPE-12"}
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import posenc
-from posenc.claims import CLAIMS
-from specs.index import spec_functions
+from posenc.harness.claims import CLAIMS
+from posenc.harness.spec_index import spec_functions
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "tests" / "plugins"

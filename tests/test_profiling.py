@@ -1,4 +1,4 @@
-"""The measuring instruments of the perf specs (``posenc.profiling``, ``posenc.fused``), on CPU.
+"""The measuring instruments of the perf specs (``posenc.harness.profiling``, ``posenc.encoders.fused``), on CPU.
 
 Exact, deterministic checks: peak memory of known allocation patterns, static bytes of a module
 with a parameter, a buffer and a cache, minimum bytes of a workload, operator and kernel counts,
@@ -16,8 +16,10 @@ import pytest
 import torch
 from torch import nn
 
-from posenc import fused, get, profiling
-from specs.perf_summaries import roformer_bound
+from posenc import get
+from posenc.encoders import fused
+from posenc.harness import machine, profiling
+from posenc.harness.reference import reference_frequencies, roformer_bound
 
 F32 = 4
 
@@ -142,11 +144,12 @@ def test_trace_has_shapes_and_memory(tmp_path):
 
 def test_roformer_bound_at_distance_zero_is_the_mean_of_one_to_half_d():
     d = 64
-    assert float(roformer_bound(d, [0])[0]) == pytest.approx((d / 2 + 1) / 2)
-    assert float(roformer_bound(d, [1000])[0]) < float(roformer_bound(d, [0])[0])
+    theta = reference_frequencies(d, 10000.0)
+    assert float(roformer_bound(theta, [0])[0]) == pytest.approx((d / 2 + 1) / 2)
+    assert float(roformer_bound(theta, [1000])[0]) < float(roformer_bound(theta, [0])[0])
 
 
 def test_machine_info_names_torch_cuda_and_gpus():
-    info = profiling.machine_info()
+    info = machine.machine_info()
     assert info["torch"] == torch.__version__
     assert "cuda" in info and isinstance(info["gpus"], list)

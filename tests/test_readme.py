@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from specs.report import README, SECTIONS, readme_section
+from posenc.tools.readme import README, SECTIONS, readme_section
 
 ROOT = README.parent
 
@@ -15,7 +15,7 @@ ROOT = README.parent
 @pytest.mark.parametrize("name", list(SECTIONS))
 def test_generated_section_is_current(name):
     assert readme_section(README.read_text(), name) == SECTIONS[name](), \
-        f"README section {name!r} is stale: run `python -m specs.report --write`"
+        f"README section {name!r} is stale: run `python -m posenc.tools.readme --write`"
 
 
 def test_readme_plugin_example_behaves_as_described(tmp_path):

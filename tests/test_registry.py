@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import posenc
-from posenc.claims import CLAIMS
-from specs.index import spec_functions
+from posenc.harness.claims import CLAIMS
+from posenc.harness.spec_index import spec_functions
 
 SPECS = spec_functions()
 BUILTINS = [r for r in posenc.records() if r.origin == "built-in"]

@@ -26,8 +26,9 @@ import pytest
 pytest.importorskip("tensorboard")
 pytest.importorskip("torch_tb_profiler")
 
-from posenc import get, profiling  # noqa: E402
-from specs.perf_summaries import write_summaries  # noqa: E402
+from posenc import get  # noqa: E402
+from posenc.harness import profiling  # noqa: E402
+from posenc.harness.summaries import write_summaries  # noqa: E402
 
 STARTUP_TIMEOUT = 90.0
 ENCODERS = ("learnable", "rope_interleaved", "attention_rope")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import require_float, require_last_dim, require_rank
 from .absolute import LearnablePositionalEmbedding
 from .positions import resolve_positions
 from .rotary import MultiHeadRotaryEmbedding
+from .validation import require_float, require_last_dim, require_rank
 
 
 class HybridPositionalEncoding(nn.Module):

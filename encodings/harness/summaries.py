@@ -15,23 +15,21 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from posenc import BuildConfig, profiling
-from specs import support
-from specs.support import as_heads, input_shape, randn, reference_rotation
+from . import machine, profiling
+from .records import BuildConfig
+from .reference import reference_frequencies, reference_rotation, roformer_bound
+from .tensors import as_heads, randn
 
 PATTERN_SEQ, PATTERN_D_MODEL, PATTERN_HEADS = 64, 768, 12  # head_dim 64 = seq: v = I fits
 PRECISION_POSITIONS = tuple(2**k for k in range(0, 21))
 SCALING_LENGTHS = (128, 256, 512, 1024, 2048)
 PATTERN_CONFIG = BuildConfig(d_model=PATTERN_D_MODEL, n_heads=PATTERN_HEADS, max_len=PATTERN_SEQ)
-
-
-def roformer_bound(dim: int, distances, base: float = 10000.0) -> torch.Tensor:
-    """The RoFormer decay bound for the formula's frequencies at ``dim``."""
-    return support.roformer_bound(support.reference_frequencies(dim, base), distances)
+PRECISION_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
 
 
 def _same_token(shape, device, seed=0):
@@ -42,8 +40,7 @@ def _same_token(shape, device, seed=0):
 
 def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
     """(seq, seq) attention weights of one repeated token, mean over heads."""
-    module = record.make(dtype=torch.float32, device=device, d_model=PATTERN_D_MODEL, n_heads=PATTERN_HEADS,
-                         max_len=PATTERN_SEQ)
+    module = record.build(replace(PATTERN_CONFIG, device=device))
     s, h, hd = PATTERN_SEQ, PATTERN_HEADS, PATTERN_D_MODEL // PATTERN_HEADS
     with torch.no_grad():
         if record.kind == "attention":
@@ -51,7 +48,7 @@ def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
             v = torch.eye(s, hd, device=device)[None, :, None, :].expand(1, s, h, hd).contiguous()
             weights = module.attend(q, q.clone(), v)[0, :, :, :s].permute(1, 0, 2)  # (h, m, n)
         elif record.kind == "rotary":
-            x = _same_token(input_shape(record, 1, s, PATTERN_CONFIG), device)
+            x = _same_token(record.input_shape(1, s, PATTERN_CONFIG), device)
             f = as_heads(module(x), PATTERN_CONFIG)[0].transpose(0, 1)  # (h, s, hd)
             weights = (f @ f.transpose(-1, -2) / math.sqrt(f.shape[-1])).softmax(-1)
         else:
@@ -64,17 +61,16 @@ def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
 
 def precision_errors(record, dtype, positions=PRECISION_POSITIONS, device: str = "cpu") -> list[float]:
     """Relative error of ``f(x, p)`` against the float64 formula at each position."""
-    from specs.support import SPEC_CONFIG, build
-
-    module = build(record, dtype, device)
-    x = randn(input_shape(record, 1, 1), seed=7, dtype=dtype, device=device)
-    x64 = as_heads(x).to(torch.float64)
+    config = PRECISION_CONFIG
+    module = record.build(replace(config, dtype=dtype, device=device))
+    x = randn(record.input_shape(1, 1, config), seed=7, dtype=dtype, device=device)
+    x64 = as_heads(x, config).to(torch.float64)
     errors = []
     for p in positions:
         pos = torch.tensor([[p]], device=device)
         with torch.no_grad():
-            y = as_heads(module(x, pos)).to(torch.float64)
-        ref = reference_rotation(x64, pos, record.geometry, SPEC_CONFIG.head_dim)
+            y = as_heads(module(x, pos), config).to(torch.float64)
+        ref = reference_rotation(x64, pos, record.geometry, config.head_dim)
         errors.append(float((y - ref).abs().max() / ref.abs().max()))
     return errors
 
@@ -100,10 +96,10 @@ def write_summaries(logdir, records, device: str = "cpu", *, lengths=SCALING_LEN
 
     tags = {"scalars": [], "images": []}
     with SummaryWriter(log_dir=str(Path(logdir))) as writer:
-        writer.add_text("machine", str(profiling.machine_info()))
+        writer.add_text("machine", str(machine.machine_info()))
         for dim in (64, 128):
             tag = f"roformer/decay_bound_d{dim}"
-            for r, value in enumerate(roformer_bound(dim, range(0, 1024)).tolist()):
+            for r, value in enumerate(roformer_bound(reference_frequencies(dim, 10000.0), range(0, 1024)).tolist()):
                 writer.add_scalar(tag, value, global_step=r)
             tags["scalars"].append(tag)
         for record in records:

@@ -20,8 +20,6 @@
 from __future__ import annotations
 
 import math
-import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ from typing import Callable, Mapping
 import torch
 from torch import nn
 
-from .registry import EncoderRecord
+from .records import BuildConfig, EncoderRecord
 
 #: The documents' configuration (000 §4.1).
 DOC_SEQ, DOC_D_MODEL, DOC_HEADS = 512, 768, 12
@@ -86,19 +84,13 @@ class Workload:
         return out
 
 
-def input_shape(record: EncoderRecord, batch: int, seq: int, d_model: int, n_heads: int) -> tuple:
-    if record.kind == "attention" or record.input_layout == "bsd":
-        return (batch, seq, d_model)
-    return (batch, seq, n_heads, d_model // n_heads)
-
-
 def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, d_model: int = DOC_D_MODEL,
                   n_heads: int = DOC_HEADS, dtype: torch.dtype = torch.float32, device: str = "cpu",
                   backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2) -> Workload:
     """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its bytes."""
     module = record.make(dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    shape = input_shape(record, batch, seq, d_model, n_heads)
+    shape = record.input_shape(batch, seq, BuildConfig(d_model=d_model, n_heads=n_heads))
     count = 2 if record.kind == "rotary" else 1  # rotary: q and k
     inputs = tuple(
         torch.randn(shape, generator=generator, dtype=torch.float32).to(device=device, dtype=dtype)
@@ -338,7 +330,7 @@ def write_trace(fn: Callable[[], object], directory: str | Path, worker_name: st
     return sorted(set(directory.glob("*.pt.trace.json*")) - before)
 
 
-# ---------------------------------------------------------------- fits and machine
+# ---------------------------------------------------------------- fits
 
 def loglog_slope(xs, ys) -> float:
     """Least-squares slope of ``log y`` against ``log x``."""
@@ -346,35 +338,3 @@ def loglog_slope(xs, ys) -> float:
     ly = [math.log(max(y, 1e-300)) for y in ys]
     mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_name(device: str) -> str:
-    if torch.device(device).type == "cuda":
-        return torch.cuda.get_device_name(torch.device(device))
-    return f"{cpu_name()}, {os.cpu_count()} logical CPUs, {torch.get_num_threads()} torch threads"
-
-
-def machine_info() -> dict:
-    info = {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda or "none",
-        "cpu": cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "gpus": [],
-    }
-    if torch.cuda.is_available():
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        info["cudnn"] = torch.backends.cudnn.version()
-    return info

@@ -24,7 +24,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import (
+from .positions import FrequencyModule, angle_dtype, resolve_positions, rotation_angles
+from .validation import (
     require_divisible,
     require_even,
     require_float,
@@ -32,7 +33,6 @@ from ._checks import (
     require_positive,
     require_rank,
 )
-from .positions import FrequencyModule, angle_dtype, resolve_positions, rotation_angles
 
 LAYOUTS = ("interleaved", "half_split", "concatenated")
 
@@ -116,7 +116,7 @@ class RotaryEmbeddingComplex(FrequencyModule):
     """RoPE as complex multiplication ``(x_2i + i·x_2i+1) · e^{i m θ_i}`` (000 §3.2).
 
     Phasors ``e^{i p θ}`` are cached per angle dtype and device for positions
-    ``[0, cached_len)``. The cache starts at ``max_seq_len`` and grows on demand
+    ``[0, L)``. The cache starts at ``max_seq_len`` and grows on demand
     (to the next power of two) when a call reaches past it, up to
     ``max_cache_len``; positions past that, and fractional positions, are
     computed directly. Cached and uncached results are identical (ROPE-9).
@@ -138,10 +138,6 @@ class RotaryEmbeddingComplex(FrequencyModule):
         self.initial_len, self.max_cache_len = max_seq_len, max(max_cache_len, max_seq_len)
         self._init_frequencies(head_dim, self.base)
         self._phasor_cache: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
-
-    def cached_len(self, dtype: torch.dtype = torch.float32, device="cpu") -> int:
-        cache = self._phasor_cache.get((angle_dtype(dtype), torch.device(device)))
-        return 0 if cache is None else cache.shape[0]
 
     def _direct(self, positions: torch.Tensor, adt: torch.dtype) -> torch.Tensor:
         angles = rotation_angles(positions, self.inv_freq, adt)

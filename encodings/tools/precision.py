@@ -3,17 +3,18 @@
 ``relative_offset_error(angle_dtype, input_dtype, position)`` is the largest error of
 ``⟨f(q, P), f(k, P − δ)⟩`` against the float64 ``⟨q, R_δ k⟩``, relative to ``|q||k|``, for a
 RoPE whose angles ``p·θ_i`` are formed in ``angle_dtype`` (the built-ins use float32; many
-published implementations use the input dtype). ``python -m specs.precision`` prints the table.
+published implementations use the input dtype). ``python -m posenc.tools.precision`` prints the
+table that README quotes; ``tests/test_tools.py`` checks its shape and ordering.
 """
 
 from __future__ import annotations
 
 import torch
 
-from posenc import RotaryEmbedding
-from specs.support import FAR_POSITIONS, reference_frequencies
+from posenc.encoders import RotaryEmbedding
+from posenc.harness.reference import DELTAS, FAR_POSITIONS, reference_frequencies
 
-HEAD_DIM, DELTAS = 64, (0, 1, 7, 100)
+HEAD_DIM = 64
 
 
 def rotate_with_angles_in(x, positions, angle_dtype):

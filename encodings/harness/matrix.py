@@ -20,7 +20,6 @@ from pathlib import Path
 
 from .claims import CLAIMS, CONTRACT
 
-STATES = ("holds", "refuted", "unexpectedly failing", "unexpectedly holds", "crashed", "n/a", "not run")
 _PRIORITY = ("crashed", "unexpectedly failing", "unexpectedly holds", "refuted", "holds")
 SYMBOLS = {
     "holds": "ok",

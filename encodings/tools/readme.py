@@ -1,6 +1,7 @@
 """Generated README sections: the declared verdict matrix and the specs deciding each claim.
 
-``python -m specs.report`` prints both (``--write`` updates README); ``tests/test_readme.py`` keeps README in sync. The
+``python -m posenc.tools.readme`` prints both; ``--write`` updates ``README.md`` in the current
+directory (run it from the repository root). ``tests/test_readme.py`` keeps README in sync. The
 declared matrix equals the observed one on a passing run: strict expected failures enforce
 every declared refutation, and every "holds" is a passing spec.
 """
@@ -11,18 +12,14 @@ import re
 import sys
 from pathlib import Path
 
-import posenc
-from posenc.claims import CLAIMS, CONTRACT
-from posenc.matrix import declared_matrix, render_markdown
-from specs.index import spec_functions
-
-
-def builtin_records():
-    return [r for r in posenc.records() if r.origin == "built-in"]
+from posenc.harness.builtin_records import BUILTIN_RECORDS
+from posenc.harness.claims import CLAIMS, CONTRACT
+from posenc.harness.matrix import declared_matrix, render_markdown
+from posenc.harness.spec_index import spec_functions
 
 
 def matrix_markdown() -> str:
-    return render_markdown(declared_matrix(builtin_records()))
+    return render_markdown(declared_matrix(BUILTIN_RECORDS))
 
 
 def specs_by_claim_markdown() -> str:
@@ -39,7 +36,7 @@ def specs_by_claim_markdown() -> str:
 
 
 SECTIONS = {"matrix": matrix_markdown, "specs-by-claim": specs_by_claim_markdown}
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path("README.md")
 
 
 def section_pattern(name: str) -> re.Pattern:
@@ -53,12 +50,12 @@ def readme_section(text: str, name: str) -> str:
     return match.group(2)
 
 
-def write_readme() -> None:
-    text = README.read_text()
+def write_readme(readme: Path = README) -> None:
+    text = readme.read_text()
     for name, render in SECTIONS.items():
         readme_section(text, name)
         text = section_pattern(name).sub(lambda m, body=render(): m.group(1) + body + m.group(3), text)
-    README.write_text(text)
+    readme.write_text(text)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import require_even, require_float, require_last_dim, require_rank
 from .positions import FrequencyModule, angle_dtype, resolve_positions, rotation_angles
+from .validation import require_even, require_float, require_last_dim, require_rank
 
 
 def _check_tokens(x: torch.Tensor, d_model: int) -> None:

@@ -1,7 +1,7 @@
-"""Declared verdicts of the performance claims (PERF-1, PERF-2, LIN-1, ROPE-12) per built-in encoder.
+"""The rules that decide the performance claims (PERF-1, PERF-2, LIN-1, ROPE-12), stated once.
 
-Merged over each built-in record's declarations; decided by ``specs/test_perf.py`` and
-``specs/test_complexity.py``. The rules, stated once here:
+Applied by ``specs/test_perf.py`` and ``specs/test_complexity.py``; each built-in record's
+verdicts on them are in :mod:`.builtin_records`.
 
 * **PERF-1** (000 §4.1): forward time at seq 512, d_model 768 ranks learnable < sinusoidal < RoPE
   (V100: 1.2 < 1.5 < 2.1 ms). Batch 1, float32, ``torch.no_grad()``, timed interleaved in one
@@ -23,8 +23,6 @@ Merged over each built-in record's declarations; decided by ``specs/test_perf.py
   overhead at 4× the length is no larger than at 512 plus ``ROPE12_NOISE``.
 """
 
-from .registry import HOLDS, Declared, not_applicable, refuted  # noqa: F401
-
 #: The documents' table (000 §4.1, V100, seq 512, dim 768): encoder -> (forward ms, memory MB).
 DOCUMENT_TABLE: dict[str, tuple[float, float]] = {
     "learnable": (1.2, 3.8),
@@ -36,22 +34,3 @@ PERF2_FACTOR = 2.0
 LINEAR_SLOPE_LIMIT = 1.5
 ROPE12_OVERHEAD_LIMIT = 0.10
 ROPE12_NOISE = 0.05
-
-_ROPE12 = "eager RoPE on q and k adds more than 10% to softmax attention at seq 512 (measured)"
-
-PERF_DECLARATIONS: dict[str, dict[str, Declared]] = {
-    "learnable": {
-        "PERF-1": HOLDS,
-        "PERF-2": HOLDS,
-    },
-    "sinusoidal": {
-        "PERF-1": refuted("forming sin/cos for every position costs more than RoPE's complex multiply (measured)"),
-        "PERF-2": refuted("the table of 512 × 768 values is built per call: about 4 MB, not 0.2 MB (measured)"),
-    },
-    "rope_complex": {
-        "PERF-1": refuted("RoPE on q and k is faster than the sinusoidal encoding (measured)"),
-        "PERF-2": refuted("RoPE on q and k needs more than 1.5 MB and less than the sinusoidal encoding (measured)"),
-    },
-    "attention_rope": {"ROPE-12": refuted(_ROPE12)},
-    "attention_rope_causal": {"ROPE-12": refuted(_ROPE12)},
-}

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import require_divisible, require_float, require_last_dim, require_rank
 from .rotary import RotaryEmbedding
+from .validation import require_divisible, require_float, require_last_dim, require_rank
 
 
 def _check_qkv(q, k, v, n_heads: int, head_dim: int) -> None:

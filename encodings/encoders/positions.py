@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import require_positive
+from .validation import require_positive
 
 
 def angle_dtype(input_dtype: torch.dtype) -> torch.dtype:

@@ -1,6 +1,6 @@
 """Fused RoPE: the rotation in one generated kernel (torch.compile / Inductor).
 
-Same maths, angles and layout as :class:`posenc.RotaryEmbedding` with ``layout="interleaved"``
+Same maths, angles and layout as :class:`RotaryEmbedding` with ``layout="interleaved"``
 (000 §3.1, 004 §3.2): pair ``(x_2i, x_2i+1)`` at position ``m`` becomes
 ``(x_2i cos mθ_i − x_2i+1 sin mθ_i, x_2i sin mθ_i + x_2i+1 cos mθ_i)``, ``θ_i = base^(-2i/d)``,
 angles formed in float32 (float64 for float64 input).
@@ -31,7 +31,6 @@ import warnings
 import torch
 
 from .positions import angle_dtype, resolve_positions
-from .registry import RotaryGeometry
 from .rotary import RotaryEmbedding, _check_heads_input
 
 # Trust the CPU's reported vector ISA instead of dry-compiling a probe per ISA (about 20 s
@@ -115,7 +114,8 @@ class CompiledRotaryEmbedding(RotaryEmbedding):
         except Exception as error:  # noqa: BLE001 - any compiler failure means: use eager
             if os.environ.get("POSENC_FUSED_STRICT"):
                 raise
-            reason = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
+            first_line = str(error).strip().partition("\n")[0]
+            reason = f"{type(error).__name__}: {first_line}"
             self.backends[key] = f"eager ({reason})"
             warnings.warn(f"CompiledRotaryEmbedding: torch.compile failed for {key}, using eager RoPE: {reason}",
                           RuntimeWarning, stacklevel=3)
@@ -135,21 +135,3 @@ class CompiledRotaryEmbedding(RotaryEmbedding):
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, base={self.base}, compile={self.compile_enabled}"
 
-
-def fused_records(rotary_claims) -> list[dict]:
-    """Record fields of the fused RoPE encoders, registered with the built-ins."""
-
-    def build(c):
-        return CompiledRotaryEmbedding(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype)
-
-    return [
-        dict(
-            name="rope_compiled",
-            build=build,
-            kind="rotary",
-            source="000 §3.1, 004 §3.2",
-            geometry=RotaryGeometry(layout="interleaved"),
-            description="interleaved RoPE fused into one torch.compile kernel (C++ on CPU, Triton on CUDA)",
-            claims=rotary_claims(),
-        )
-    ]

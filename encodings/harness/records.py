@@ -1,4 +1,4 @@
-"""The encoder registry: one typed record per encoder drives every spec.
+"""Encoder records: one typed record per encoder drives every spec.
 
 A record says how to build the encoder, how to call it, what it is (kind,
 source), the float64 geometry its rotation must reproduce, its tolerances per
@@ -6,16 +6,13 @@ dtype, and, for **every** claim in :data:`posenc.claims.CLAIMS`, a declared
 verdict: it holds, it is refuted (a strict expected failure, optionally aimed
 at named specs), or it does not apply. Leaving a claim undeclared is an error.
 
-Plug-ins register records with :func:`register` from an ordinary Python file
-loaded by ``pytest specs --plugin FILE`` or ``POSENC_PLUGINS=FILE[:FILE…]``.
+The records themselves are data (:mod:`.builtin_records`, users' plug-in files); the
+registry that holds them is :mod:`.registry`.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable, Literal, Mapping
 
 import torch
@@ -170,6 +167,10 @@ class EncoderRecord:
     def __repr__(self) -> str:
         return f"EncoderRecord({self.name!r})"
 
+    def _repr_pretty_(self, printer, cycle) -> None:
+        """Hypothesis and IPython print the name alone, not every declaration."""
+        printer.text(repr(self))
+
     def declared(self, claim: str) -> Declared:
         return HOLDS if claim == CONTRACT else self.claims[claim]
 
@@ -179,58 +180,14 @@ class EncoderRecord:
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return self.tolerances[dtype]
 
+    def input_shape(self, batch: int, seq: int, config: BuildConfig) -> tuple[int, ...]:
+        """The shape this encoder takes: ``(batch, seq, d_model)`` or ``(batch, seq, heads, head_dim)``."""
+        if self.kind == "attention" or self.input_layout == "bsd":
+            return (batch, seq, config.d_model)
+        return (batch, seq, config.n_heads, config.head_dim)
+
     def make(self, dtype: torch.dtype = torch.float32, device: str = "cpu", **config) -> nn.Module:
         return self.build(BuildConfig(dtype=dtype, device=device, **config))
-
-
-_REGISTRY: dict[str, EncoderRecord] = {}
-
-
-def register(record: EncoderRecord) -> EncoderRecord:
-    """Add ``record`` to the registry; a name may be registered once."""
-    if not isinstance(record, EncoderRecord):
-        raise TypeError(f"register() takes an EncoderRecord, got {type(record).__name__}")
-    if record.name in _REGISTRY:
-        raise ValueError(f"an encoder named {record.name!r} is already registered")
-    _REGISTRY[record.name] = record
-    return record
-
-
-def unregister(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
-
-def records() -> list[EncoderRecord]:
-    """Every registered record, built-ins first, in registration order."""
-    from . import builtin_records  # noqa: F401  (registers the built-ins once)
-
-    return list(_REGISTRY.values())
-
-
-def get(name: str) -> EncoderRecord:
-    by_name = {r.name: r for r in records()}
-    if name not in by_name:
-        raise KeyError(f"no encoder named {name!r}; registered: {', '.join(by_name)}")
-    return by_name[name]
-
-
-def load_plugin(path: str | Path) -> list[EncoderRecord]:
-    """Execute a user file that calls :func:`register`; return the records it added."""
-    path = Path(path).expanduser().resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"encoder plug-in file not found: {path}")
-    records()  # built-ins first
-    before = set(_REGISTRY)
-    module_name = f"posenc_plugin_{abs(hash(str(path)))}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    added = [name for name in _REGISTRY if name not in before]
-    for name in added:
-        _REGISTRY[name] = replace(_REGISTRY[name], origin=str(path))
-    return [_REGISTRY[name] for name in added]
 
 
 def with_defaults(defaults: Mapping[str, Declared], overrides: Mapping[str, Declared] | None = None):

@@ -1,0 +1,30 @@
+"""The encoders: one design per module, built on torch alone.
+
+Nothing here knows the harness. A module imports torch, the standard library and its
+siblings; ``tests/test_layout.py`` keeps it so. Records that describe these encoders to the
+harness live in :mod:`posenc.harness.builtin_records`.
+
+* :mod:`.absolute` - learnable table and sinusoidal encoding (000 §2);
+* :mod:`.rotary` - RoPE: real rotation in three layouts, complex form, per-head wrapper (000 §3, 004 §3, §7);
+* :mod:`.attention` - softmax and linear attention with RoPE (000 §3.3, §5.2; 004 §4-5);
+* :mod:`.hybrid`, :mod:`.dynamic` - the documents' variants (000 §5.1, §5.3);
+* :mod:`.fused` - the interleaved rotation as one compiled kernel;
+* :mod:`.positions`, :mod:`.validation` - positions, angles and input checks shared by all;
+* :mod:`.published`, :mod:`.ecosystem`, :mod:`.scaling` - rooms for the documents' code as
+  published, adapters of other libraries, and frequency-scaling variants.
+"""
+
+from .absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
+from .attention import LinearAttentionRoPE, RoPEAttention
+from .dynamic import DynamicPositionalEncoding
+from .fused import CompiledRotaryEmbedding
+from .hybrid import HybridPositionalEncoding
+from .positions import angle_dtype, inverse_frequencies
+from .rotary import LAYOUTS, MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
+
+__all__ = [
+    "CompiledRotaryEmbedding", "DynamicPositionalEncoding", "HybridPositionalEncoding", "LAYOUTS",
+    "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
+    "RotaryEmbedding", "RotaryEmbeddingComplex", "SinusoidalPositionalEncoding", "angle_dtype",
+    "inverse_frequencies",
+]

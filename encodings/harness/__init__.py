@@ -1,0 +1,17 @@
+"""The harness: what turns claims into verdicts on encoders.
+
+Bottom to top (a module imports only those above it in this list, and ``posenc.encoders``):
+
+* :mod:`.claims` - the catalogue's IDs and :class:`ClaimViolation`;
+* :mod:`.records` - :class:`EncoderRecord` and its parts (declarations, tolerances, geometry);
+* :mod:`.declarations` - what each family of designs claims; :func:`rotary_claims`;
+* :mod:`.builtin_records` - the built-in records, a plain tuple (data);
+* :mod:`.registry` - built-ins plus plug-ins; :func:`register`, :func:`load_plugin`;
+* :mod:`.reference`, :mod:`.tensors` - float64 formulas, inputs and views;
+* :mod:`.running` - the spec that is running, for the verdict helpers;
+* :mod:`.matrix` - outcomes into the claims × encoders matrix;
+* :mod:`.machine`, :mod:`.profiling`, :mod:`.perf_rules`, :mod:`.summaries`, :mod:`.perf_report` -
+  measurements, the rules for the performance claims, TensorBoard and the perf summary;
+* :mod:`.spec_index` - which spec decides which claim;
+* :mod:`.pytest_plugin` - the one pytest plug-in that drives specs and benchmarks.
+"""

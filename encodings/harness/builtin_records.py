@@ -1,0 +1,247 @@
+"""The built-in records: a correct implementation of every design in the documents.
+
+A plain tuple, :data:`BUILTIN_RECORDS`, read by the registry. Each record declares a verdict
+for every claim. Refutations are observed by the specs (strict expected failures), never
+asserted by hand; the performance verdicts follow the rules in :mod:`.perf_rules`.
+"""
+
+from __future__ import annotations
+
+from ..encoders.absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
+from ..encoders.attention import LinearAttentionRoPE, RoPEAttention
+from ..encoders.dynamic import DynamicPositionalEncoding
+from ..encoders.fused import CompiledRotaryEmbedding
+from ..encoders.hybrid import HybridPositionalEncoding
+from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
+
+from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, rotary_claims
+from .records import HOLDS, BuildConfig, EncoderRecord, RotaryGeometry, not_applicable, refuted, with_defaults
+
+# A trained dynamic scale: at its initial value 1 the 0.7 : 0.3 mix is plain RoPE.
+TRAINED_DYNAMIC_SCALE = 1.25
+
+INTERLEAVED = RotaryGeometry(layout="interleaved")
+
+
+def _on(module, config: BuildConfig):
+    return module.to(device=config.device, dtype=config.dtype)
+
+
+def _rope(layout: str, scaling_factor: float = 1.0):
+    def build(c: BuildConfig):
+        return _on(RotaryEmbedding(c.head_dim, base=c.base, layout=layout, scaling_factor=scaling_factor), c)
+
+    return build
+
+
+_NOT_THE_FORMULA = ("test_output_equals_formula_elementwise",)
+_ROPE12 = refuted("eager RoPE on q and k adds more than 10% to softmax attention at seq 512 (measured)")
+_ATTENTION_SOURCES = "000 §3.3, 004 §4-5"
+_LINEAR = {
+    "ATT-1": not_applicable("linear attention is not softmax attention by design"),
+    "ATT-2": refuted("weights φ(q)ᵀφ(k) over an unrotated (or no) normaliser do not sum to 1"),
+    "LIN-1": HOLDS,
+    "LIN-2": HOLDS,
+}
+_ROTATE_THEN_MAP = "a learned map and a softmax over the sequence after the rotation destroy the relative structure"
+_ADDS_BEFORE_ROTATING = "E[p] is added before rotating, so rotation claims are checked on rope_multihead"
+_OWN_FORMULA = "the mix is checked against its own formula by DYN-1…3"
+_MIX = "0.7·R_p x + 0.3·R_{s·p} x with s ≠ 1 is not a rotation"
+_ROTATION_CLAIMS = ("ROPE-1", "ROPE-2", "ROPE-7", "ROPE-8", "ROPE-9", "ROPE-10a", "ROPE-11", "ROPE-13")
+
+BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
+    EncoderRecord(
+        name="learnable",
+        build=lambda c: _on(LearnablePositionalEmbedding(c.max_len, c.d_model), c),
+        kind="additive",
+        input_layout="bsd",
+        table_limited=True,
+        source="000 §2.1",
+        description="BERT-style learned absolute table",
+        claims=with_defaults(ADDITIVE_DEFAULTS, {
+            "ABS-1": HOLDS,
+            "ABS-2": HOLDS,
+            "ABS-5": refuted(
+                "a learned table has no relative structure: pe[m]·pe[n] and pe[p+k] are not functions of the offset",
+                specs=("test_sinusoidal_dot_product_depends_only_on_offset", "test_sinusoidal_shift_is_a_fixed_linear_map"),
+            ),
+            "ABS-6": HOLDS,
+            "PERF-1": HOLDS,
+            "PERF-2": HOLDS,
+        }),
+    ),
+    EncoderRecord(
+        name="sinusoidal",
+        build=lambda c: _on(SinusoidalPositionalEncoding(c.d_model, base=c.base), c),
+        kind="additive",
+        input_layout="bsd",
+        source="000 §2.2",
+        description="fixed sin/cos table of the original Transformer",
+        claims=with_defaults(ADDITIVE_DEFAULTS, {
+            "ABS-3": HOLDS,
+            "ABS-4": HOLDS,
+            "ABS-5": HOLDS,
+            "ABS-6": HOLDS,
+            "PERF-1": refuted("forming sin/cos for every position costs more than RoPE's complex multiply (measured)"),
+            "PERF-2": refuted("the table of 512 × 768 values is built per call: about 4 MB, not 0.2 MB (measured)"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_complex",
+        build=lambda c: _on(RotaryEmbeddingComplex(c.head_dim, c.max_len, base=c.base), c),
+        kind="rotary",
+        source="000 §3.2",
+        geometry=INTERLEAVED,
+        description="complex multiplication with a sin/cos cache that grows on demand",
+        claims=rotary_claims({
+            "PERF-1": refuted("RoPE on q and k is faster than the sinusoidal encoding (measured)"),
+            "PERF-2": refuted("RoPE on q and k needs more than 1.5 MB and less than the sinusoidal encoding (measured)"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_interleaved",
+        build=_rope("interleaved"),
+        kind="rotary",
+        source="000 §3.1, 004 §3.2 (formula)",
+        geometry=INTERLEAVED,
+        description="real rotation of pairs (2i, 2i+1)",
+        claims=rotary_claims(),
+    ),
+    EncoderRecord(
+        name="rope_concatenated",
+        build=_rope("concatenated"),
+        kind="rotary",
+        source="004 §3.2 (code)",
+        geometry=RotaryGeometry(layout="concatenated"),
+        description="004 §3.2's output layout [all even outputs, all odd outputs]",
+        claims=rotary_claims({
+            "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it", specs=_NOT_THE_FORMULA),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_half_split",
+        build=_rope("half_split"),
+        kind="rotary",
+        source="GPT-NeoX / Hugging Face convention (for comparison)",
+        geometry=RotaryGeometry(layout="half_split"),
+        description="pairs (i, i + d/2)",
+        claims=rotary_claims({
+            "ROPE-13": refuted("pairs (i, i+d/2) permute the formula's coordinates", specs=_NOT_THE_FORMULA),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_multihead",
+        build=lambda c: _on(MultiHeadRotaryEmbedding(c.d_model, c.n_heads, base=c.base), c),
+        kind="rotary",
+        input_layout="bsd",
+        source="004 §7",
+        geometry=INTERLEAVED,
+        description="(batch, seq, d_model) split into heads, angles from head_dim",
+        claims=rotary_claims({"ATT-5": HOLDS}),
+    ),
+    EncoderRecord(
+        name="rope_linear_scaled",
+        build=_rope("interleaved", scaling_factor=4.0),
+        kind="rotary",
+        source="004 §10.3",
+        geometry=RotaryGeometry(layout="interleaved", scaling_factor=4.0),
+        description="position interpolation: positions divided by 4",
+        claims=rotary_claims({"ROPE-14": HOLDS}),
+    ),
+    EncoderRecord(
+        name="attention_rope",
+        build=lambda c: _on(RoPEAttention(c.d_model, c.n_heads, base=c.base), c),
+        kind="attention",
+        input_layout="bsd",
+        source=_ATTENTION_SOURCES,
+        geometry=INTERLEAVED,
+        description="softmax attention (SDPA) with RoPE on q, k",
+        claims=with_defaults(ATTENTION_DEFAULTS, {"ROPE-12": _ROPE12}),
+    ),
+    EncoderRecord(
+        name="attention_rope_causal",
+        build=lambda c: _on(RoPEAttention(c.d_model, c.n_heads, base=c.base, causal=True), c),
+        kind="attention",
+        input_layout="bsd",
+        source=_ATTENTION_SOURCES,
+        geometry=INTERLEAVED,
+        description="causal softmax attention (SDPA) with RoPE on q, k",
+        claims=with_defaults(ATTENTION_DEFAULTS, {
+            "ATT-3": HOLDS,
+            "ROPE-10b": refuted("trained at L on a lag task, the loss at 2L … 8L rises far above its trained value"),
+            "ROPE-12": _ROPE12,
+        }),
+    ),
+    EncoderRecord(
+        name="linear_attention_rope",
+        build=lambda c: _on(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base), c),
+        kind="attention",
+        input_layout="bsd",
+        source="000 §5.2 (RoFormer eq. 19 order)",
+        geometry=INTERLEAVED,
+        description="φ = elu(W·)+1, rotate features, unrotated normaliser",
+        claims=with_defaults(ATTENTION_DEFAULTS, _LINEAR),
+    ),
+    EncoderRecord(
+        name="linear_attention_rope_published",
+        build=lambda c: _on(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base, order="rotate_then_map"), c),
+        kind="attention",
+        input_layout="bsd",
+        source="000 §5.2 (published order)",
+        geometry=INTERLEAVED,
+        description="rotate, linear feature map, softmax of k over the sequence",
+        claims=with_defaults(ATTENTION_DEFAULTS, {
+            **_LINEAR,
+            "ATT-4": refuted(_ROTATE_THEN_MAP),
+            "LIN-2": refuted(_ROTATE_THEN_MAP, specs=("test_linear_attention_is_shift_invariant",)),
+        }),
+    ),
+    EncoderRecord(
+        name="hybrid",
+        build=lambda c: _on(HybridPositionalEncoding(c.d_model, c.n_heads, c.max_len, base=c.base), c),
+        kind="rotary",
+        input_layout="bsd",
+        table_limited=True,
+        source="000 §5.1",
+        geometry=INTERLEAVED,
+        description="learnable table, then RoPE per head",
+        claims=rotary_claims({
+            **{c: not_applicable(_ADDS_BEFORE_ROTATING) for c in _ROTATION_CLAIMS},
+            "ABS-2": HOLDS,
+            "ATT-5": HOLDS,
+            "HYB-1": HOLDS,
+            "ROPE-3": refuted("‖R(x + E[p])‖ = ‖x + E[p]‖ ≠ ‖x‖"),
+            "ROPE-4": refuted("⟨R_m(q + E_m), R_n(k + E_n)⟩ has terms in E_m and E_n"),
+            "ROPE-5": refuted("the learnable table is trainable"),
+            "ATT-4": refuted("the learned table makes logits depend on absolute positions"),
+        }),
+    ),
+    EncoderRecord(
+        name="dynamic",
+        build=lambda c: _on(DynamicPositionalEncoding(c.head_dim, c.max_len, base=c.base,
+                                                      initial_scale=TRAINED_DYNAMIC_SCALE), c),
+        kind="rotary",
+        source="000 §5.3",
+        geometry=INTERLEAVED,
+        description=f"0.7 : 0.3 mix of RoPE at p and at s·p, learned s (built at s = {TRAINED_DYNAMIC_SCALE})",
+        claims=rotary_claims({
+            **{c: not_applicable(_OWN_FORMULA) for c in _ROTATION_CLAIMS},
+            "DYN-1": HOLDS,
+            "DYN-2": HOLDS,
+            "DYN-3": HOLDS,
+            "ROPE-3": refuted(_MIX + ": the norm shrinks"),
+            "ROPE-4": refuted(_MIX + ": cross terms depend on s·n − m"),
+            "ROPE-5": refuted("the scale is a trainable parameter"),
+            "ATT-4": refuted(_MIX + ": attention depends on absolute positions"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_compiled",
+        build=lambda c: _on(CompiledRotaryEmbedding(c.head_dim, base=c.base), c),
+        kind="rotary",
+        source="000 §3.1, 004 §3.2",
+        geometry=INTERLEAVED,
+        description="interleaved RoPE fused into one torch.compile kernel (C++ on CPU, Triton on CUDA)",
+        claims=rotary_claims(),
+    ),
+)

@@ -1,0 +1,61 @@
+"""Declarations shared by families of records: what a correct design of each kind claims.
+
+A record starts from its family's defaults and overrides what differs
+(:func:`posenc.harness.records.with_defaults`). Plug-ins use :func:`rotary_claims`.
+"""
+
+from __future__ import annotations
+
+from .claims import CLAIMS
+from .records import HOLDS, not_applicable, refuted, with_defaults
+
+
+def family(prefixes: tuple[str, ...], reason: str) -> dict:
+    """``n/a`` for every claim whose ID starts with one of ``prefixes``."""
+    return {c: not_applicable(reason) for c in CLAIMS if c.startswith(prefixes)}
+
+
+NOT_PERF = {
+    "PERF-1": not_applicable("the documents' timing table covers learnable, sinusoidal and RoPE only"),
+    "PERF-2": not_applicable("the documents' memory table covers learnable, sinusoidal and RoPE only"),
+    "ROPE-12": not_applicable("RoPE overhead is measured inside softmax attention"),
+    "ROPE-10b": not_applicable("the length-extrapolation experiment trains softmax attention with RoPE"),
+}
+NOT_ATTENTION_MODULE = {
+    "ATT-1": not_applicable("not an attention module"),
+    "ATT-2": not_applicable("not an attention module"),
+    "ATT-3": not_applicable("not a causal attention module"),
+    "ATT-5": not_applicable("takes no head count"),
+    "ROPE-6": not_applicable("applied to q and k only; the V path is checked on attention modules"),
+}
+
+#: A correct RoPE on (batch, seq, heads, head_dim): every rotary claim holds.
+ROTARY_DEFAULTS = {
+    **{c: HOLDS for c in CLAIMS},
+    **family(("ABS-", "LIN-", "HYB-", "DYN-"), "not a claim about this design"),
+    **NOT_ATTENTION_MODULE,
+    **NOT_PERF,
+    "ROPE-13": HOLDS,
+    "ROPE-14": not_applicable("no position scaling"),
+}
+
+ADDITIVE_DEFAULTS = {
+    **{c: not_applicable("not a claim about absolute encodings") for c in CLAIMS},
+    "ATT-4": refuted("x + pe[p] logits carry absolute positions (ABS-5)"),
+}
+
+ATTENTION_DEFAULTS = {
+    **{c: not_applicable("checked on the rotary encoder this module uses") for c in CLAIMS},
+    **NOT_PERF,
+    "ATT-1": HOLDS,
+    "ATT-2": HOLDS,
+    "ATT-3": not_applicable("no causal mask"),
+    "ATT-4": HOLDS,
+    "ATT-5": HOLDS,
+    "ROPE-6": HOLDS,
+}
+
+
+def rotary_claims(overrides=None) -> dict:
+    """Declarations for a correct per-head RoPE; pass overrides for what differs."""
+    return with_defaults(ROTARY_DEFAULTS, overrides)

@@ -1,0 +1,60 @@
+"""The registry: the built-in records, then those that users' plug-in files register.
+
+Plug-ins call :func:`register` from an ordinary Python file loaded by
+``pytest specs --plugin FILE`` or ``POSENC_PLUGINS=FILE[:FILE…]``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from .builtin_records import BUILTIN_RECORDS
+from .records import EncoderRecord
+
+_REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in BUILTIN_RECORDS}
+
+
+def register(record: EncoderRecord) -> EncoderRecord:
+    """Add ``record`` to the registry; a name may be registered once."""
+    if not isinstance(record, EncoderRecord):
+        raise TypeError(f"register() takes an EncoderRecord, got {type(record).__name__}")
+    if record.name in _REGISTRY:
+        raise ValueError(f"an encoder named {record.name!r} is already registered")
+    _REGISTRY[record.name] = record
+    return record
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def records() -> list[EncoderRecord]:
+    """Every registered record, built-ins first, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> EncoderRecord:
+    if name not in _REGISTRY:
+        raise KeyError(f"no encoder named {name!r}; registered: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def load_plugin(path: str | Path) -> list[EncoderRecord]:
+    """Execute a user file that calls :func:`register`; return the records it added."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"encoder plug-in file not found: {path}")
+    before = set(_REGISTRY)
+    module_name = f"posenc_plugin_{abs(hash(str(path)))}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    added = [name for name in _REGISTRY if name not in before]
+    for name in added:
+        _REGISTRY[name] = replace(_REGISTRY[name], origin=str(path))
+    return [_REGISTRY[name] for name in added]

@@ -1,0 +1,159 @@
+"""The house keeps the shape README's "Layout" section describes, measured from its own imports.
+
+* **No circles:** no module reaches itself through imports (deferred imports count too).
+* **No arrow runs back up:** rooms are ordered ``posenc.encoders`` < ``posenc.harness`` <
+  ``posenc`` (the public face) and ``posenc.tools`` < ``specs`` < ``tests``; a module imports
+  only from its own room or from rooms below it.
+* **Encoders know nothing of the harness:** a module under ``posenc.encoders`` imports torch,
+  the standard library and ``posenc.encoders`` only.
+* **No room is a warehouse:** no module of the package or of the spec helpers holds more than
+  20% of their lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Rooms from the ground up; a module may import from its own rank or below.
+RANKS = {"posenc.encoders": 0, "posenc.harness": 1, "posenc": 2, "posenc.tools": 2, "specs": 3, "tests": 4,
+         "conftest": 4}
+#: Third-party libraries an encoder module may import besides torch (ecosystem adapters add theirs).
+ENCODER_LIBRARIES = {"torch"}
+LARGEST_SHARE = 0.20
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = list(relative.parts)
+    if parts[0] == "encodings":
+        parts[0] = "posenc"
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files() -> dict[str, Path]:
+    files = [*ROOT.glob("encodings/**/*.py"), *ROOT.glob("specs/**/*.py"), *ROOT.glob("tests/**/*.py"),
+             ROOT / "conftest.py"]
+    return {module_name(p): p for p in files}
+
+
+MODULES = source_files()
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """Every module ``name`` imports, at the top or inside functions, resolved to the modules of this tree
+    where they are ours and to their top-level package otherwise."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target not in MODULES and "." in target and target.split(".")[0] in ("posenc", "specs", "tests"):
+                target = target.rpartition(".")[0]
+            found.add(target if target in MODULES else target.split(".")[0])
+    found.discard(name)
+    return found
+
+
+GRAPH = {name: {t for t in imports_of(name, path) if t in MODULES} for name, path in MODULES.items()}
+
+
+def room(name: str) -> str:
+    for prefix in sorted(RANKS, key=len, reverse=True):
+        if name == prefix or name.startswith(prefix + "."):
+            return prefix
+    raise AssertionError(f"{name} is in no room of RANKS")
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    assert circles(GRAPH) == []
+
+
+def test_no_arrow_runs_back_up():
+    upward = [f"{a} ({room(a)}) -> {b} ({room(b)})" for a, targets in GRAPH.items() for b in targets
+              if RANKS[room(b)] > RANKS[room(a)]]
+    assert upward == [], "imports from a lower room to a higher one:\n" + "\n".join(upward)
+
+
+def test_encoders_import_torch_the_standard_library_and_each_other_only():
+    allowed = ENCODER_LIBRARIES | set(sys.stdlib_module_names) | {"__future__"}
+    wrong = [f"{name} -> {target}" for name, path in MODULES.items() if room(name) == "posenc.encoders"
+             for target in imports_of(name, path)
+             if not (target in allowed or target == "posenc.encoders" or target.startswith("posenc.encoders."))]
+    assert wrong == [], "encoder modules importing outside torch, stdlib and posenc.encoders:\n" + "\n".join(wrong)
+
+
+def test_no_module_holds_more_than_a_fifth_of_the_lines():
+    counted = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()
+               if room(name).startswith("posenc") or name in ("specs.support", "specs.strategies", "conftest")}
+    total = sum(counted.values())
+    largest = max(counted, key=counted.get)
+    assert counted[largest] <= LARGEST_SHARE * total, f"{largest}: {counted[largest]} of {total} lines"
+
+
+# ---------------------------------------------------------------- the test can fail
+
+def test_the_checks_catch_a_circle_an_upward_arrow_and_an_encoder_importing_the_harness():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+    assert RANKS[room("posenc.harness.registry")] > RANKS[room("posenc.encoders.rotary")]
+    assert RANKS[room("specs.support")] > RANKS[room("posenc")]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from posenc.harness.records import BuildConfig", {"posenc.harness.records"}),
+    ("from ..harness import registry", {"posenc.harness.registry"}),
+    ("from . import rotary", {"posenc.encoders.rotary"}),
+    ("import pytest", {"pytest"}),
+    ("def f():\n    import posenc", {"posenc"}),
+])
+def test_imports_are_resolved_to_modules_of_the_tree(tmp_path, source, expected):
+    path = ROOT / "encodings" / "encoders" / "absolute.py"
+    fake = tmp_path / "absolute.py"
+    fake.write_text(source)
+    assert imports_of(module_name(path), fake) == expected
