@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from posenc import BuildConfig, ClaimViolation, EncoderRecord
-from posenc.harness import tensors
+from posenc.harness import records, tensors
 from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
     FAR_POSITIONS,
@@ -28,7 +28,7 @@ from posenc.harness.running import RunningSpec, current, reproducer, running
 from posenc.harness.tensors import from_heads, max_error, randn  # noqa: F401  (specs use them as s.<name>)
 
 #: The configuration every spec builds encoders with unless it says otherwise.
-SPEC_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
+SPEC_CONFIG = records.SPEC_CONFIG
 
 
 # ---------------------------------------------------------------- inputs and calls

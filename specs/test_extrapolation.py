@@ -50,6 +50,7 @@ def train_and_evaluate(record, seed=0):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @pytest.mark.claim("ROPE-10b", kinds=("attention",), requires=lambda r: r.applies("ATT-3"))
 def test_trained_model_keeps_its_loss_past_the_training_length(record):
     losses = train_and_evaluate(record)

@@ -145,9 +145,9 @@ def test_attend_rejects_mismatched_qkv(name):
 def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="layout must be one of"):
         posenc.RotaryEmbedding(16, layout="zigzag")
-    with pytest.raises(ValueError, match="scaling_factor must be positive"):
+    with pytest.raises(ValueError, match="scaling_factor must be a finite positive number"):
         posenc.RotaryEmbedding(16, scaling_factor=0)
-    with pytest.raises(ValueError, match="base must be positive"):
+    with pytest.raises(ValueError, match="base must be a finite number greater than 1"):
         posenc.RotaryEmbedding(16, base=-1)
     with pytest.raises(ValueError, match="order must be one of"):
         posenc.LinearAttentionRoPE(16, 4, order="sideways")

@@ -26,6 +26,8 @@ import pytest
 import posenc
 from posenc.harness.spec_index import spec_functions
 
+pytestmark = pytest.mark.timeout(1800)  # one subprocess runs the whole spec suite on every mutant
+
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_FILE = Path(__file__).with_name("mutants.py")
 KILL = "unexpectedly failing"

@@ -62,7 +62,9 @@ def test_bf16_angle_rope_fails_far_positions_and_half_precision(verdicts):
 
 def test_builtin_verdicts_are_unchanged(verdicts):
     data, _ = verdicts
-    run_by_default = {s.claim for s in spec_functions() if not {"perf", "slow"} & set(s.markers)}
+    specs = spec_functions()
+    run_by_default = {s.claim for s in specs if not {"perf", "slow"} & set(s.markers)}
+    deselected_by_default = {s.claim for s in specs if {"perf", "slow"} & set(s.markers)}
     for record in posenc.records():
         if record.origin != "built-in":
             continue
@@ -70,6 +72,8 @@ def test_builtin_verdicts_are_unchanged(verdicts):
             declared = record.declared(claim).status
             observed = data["matrix"][claim][record.name]
             expected = declared if claim in run_by_default or declared == "n/a" else "not run"
+            if expected == "holds" and claim in deselected_by_default:
+                expected = "holds (partial)"  # the claim's -m perf specs did not run
             assert observed == expected, (record.name, claim, observed, declared)
 
 

@@ -69,5 +69,6 @@ class SinusoidalPositionalEncoding(FrequencyModule):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_tokens(x, self.d_model)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
+                                angle_dtype=angle_dtype(x.dtype))
         return (x.to(angle_dtype(x.dtype)) + self.table(pos, x.dtype)).to(x.dtype)

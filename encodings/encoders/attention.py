@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rotary import RotaryEmbedding
-from .validation import require_divisible, require_float, require_last_dim, require_rank
+from .validation import require_divisible, require_float, require_last_dim, require_rank, require_same_dtype
 
 
 def _check_qkv(q, k, v, n_heads: int, head_dim: int) -> None:
@@ -51,6 +51,7 @@ class _ProjectedAttention(nn.Module):
         require_float(x)
         require_rank(x, 3, "(batch, seq, d_model)")
         require_last_dim(x, self.d_model, "d_model")
+        require_same_dtype(x, self.qkv.weight)
         shape = (*x.shape[:2], self.n_heads, self.head_dim)
         return tuple(t.reshape(shape) for t in self.qkv(x).chunk(3, dim=-1))
 
@@ -94,6 +95,7 @@ class LinearAttentionRoPE(_ProjectedAttention):
 
     def attend(self, q, k, v, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_qkv(q, k, v, self.n_heads, self.head_dim)
+        require_same_dtype(q, self.feature_map.weight, "q")
         if self.order == "rotate_then_map":
             q = self.feature_map(self.rotary(q, positions, offset=offset))
             k = self.feature_map(self.rotary(k, positions, offset=offset)).softmax(dim=1)

@@ -11,6 +11,8 @@ Input ``(batch, seq, heads, head_dim)``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -31,13 +33,19 @@ class DynamicPositionalEncoding(nn.Module):
         initial_scale: float = 1.0,
     ):
         super().__init__()
+        weights = tuple(mix)
+        if len(weights) != 2 or not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in weights):
+            raise ValueError(f"mix must be two finite non-negative weights (base, scaled), got {mix!r}")
+        if not (isinstance(initial_scale, (int, float)) and math.isfinite(initial_scale) and initial_scale > 0):
+            raise ValueError(f"initial_scale must be a finite positive number, got {initial_scale!r}")
         self.base_encoder = RotaryEmbeddingComplex(head_dim, max_seq_len, base=base)
-        self.head_dim, self.mix = head_dim, tuple(float(w) for w in mix)
+        self.head_dim, self.mix = head_dim, tuple(float(w) for w in weights)
         self.dynamic_scale = nn.Parameter(torch.full((1,), float(initial_scale)))
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
+                                angle_dtype=angle_dtype(x.dtype))
         adt = angle_dtype(x.dtype)  # s·p is an angle factor: never form it in half precision
         scaled = pos.to(adt) * self.dynamic_scale.to(adt)
         base_weight, scaled_weight = self.mix

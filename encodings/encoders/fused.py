@@ -38,6 +38,16 @@ from .rotary import RotaryEmbedding, _check_heads_input
 _INDUCTOR_OPTIONS = {"cpp.vec_isa_ok": True, "compile_threads": 1}
 
 
+def strict_compilation() -> bool:
+    """``POSENC_FUSED_STRICT``: 1/true/yes/on raise on a compiler failure; unset, 0/false/no/off fall back."""
+    value = os.environ.get("POSENC_FUSED_STRICT", "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"POSENC_FUSED_STRICT must be one of 1, true, yes, on, 0, false, no, off; got {value!r}")
+
+
 def _rotate_rows(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE of ``x`` (R, H, D) with ``cos``, ``sin`` (R, D/2) in the angle dtype; one pass over ``x``."""
     torch._check(x.size(2) == 2 * cos.size(1))
@@ -112,7 +122,7 @@ class CompiledRotaryEmbedding(RotaryEmbedding):
         try:
             out = _FusedRotation.apply(x, cos, sin)
         except Exception as error:  # noqa: BLE001 - any compiler failure means: use eager
-            if os.environ.get("POSENC_FUSED_STRICT"):
+            if strict_compilation():
                 raise
             first_line = str(error).strip().partition("\n")[0]
             reason = f"{type(error).__name__}: {first_line}"
@@ -125,7 +135,8 @@ class CompiledRotaryEmbedding(RotaryEmbedding):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
+                                angle_dtype=angle_dtype(x.dtype))
         if self.compile_enabled and not pos.requires_grad and x.numel():
             out = self._fused(x, pos)
             if out is not None:

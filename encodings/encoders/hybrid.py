@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .absolute import LearnablePositionalEmbedding
-from .positions import resolve_positions
+from .positions import angle_dtype, resolve_positions
 from .rotary import MultiHeadRotaryEmbedding
 from .validation import require_float, require_last_dim, require_rank
 
@@ -30,5 +30,6 @@ class HybridPositionalEncoding(nn.Module):
         require_float(x)
         require_rank(x, 3, "(batch, seq, d_model)")
         require_last_dim(x, self.d_model, "d_model")
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
+                                angle_dtype=angle_dtype(x.dtype))
         return self.rotary(self.learnable(x, pos), pos)

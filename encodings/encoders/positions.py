@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .validation import require_positive
+from .validation import require_base
 
 
 def angle_dtype(input_dtype: torch.dtype) -> torch.dtype:
@@ -23,9 +23,15 @@ def inverse_frequencies(
     rotary_dim: int, base: float = 10000.0, *, dtype=torch.float32, device=None
 ) -> torch.Tensor:
     """``θ_i = base^(-2i/rotary_dim)`` for ``i = 0 … rotary_dim/2 - 1``, computed in float64."""
-    require_positive(base, "base")
+    require_base(base)
     exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
     return (base ** -exponents).to(dtype=dtype, device=device)
+
+
+def exact_position_limit(dtype: torch.dtype | None) -> int:
+    """The largest position whose angles ``p·θ`` a dtype forms from an exact ``p``: 2^24 for
+    float32 angles, 2^53 for float64 (and for integer tables, which form no angle)."""
+    return int(2 / torch.finfo(torch.float64 if dtype is None else dtype).eps)
 
 
 def resolve_positions(
@@ -34,17 +40,25 @@ def resolve_positions(
     positions: torch.Tensor | None,
     offset: int,
     device: torch.device,
+    *,
+    angle_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Return positions of shape ``(1 or batch, seq_len)``.
 
     Integer positions stay int64; float positions (a learned scale) keep their
-    dtype and their autograd graph.
+    dtype and their autograd graph. Positions past :func:`exact_position_limit` of
+    ``angle_dtype`` are refused: their angles could not be formed exactly.
     """
+    limit = exact_position_limit(angle_dtype)
+    where = f"{angle_dtype} angles represent" if angle_dtype is not None else "float64 holds"
     if positions is None:
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise TypeError(f"offset must be an int, got {type(offset).__name__}")
         if offset < 0:
             raise ValueError(f"offset must be non-negative, got {offset}")
+        if offset + seq_len - 1 > limit:
+            raise ValueError(f"offset={offset} with {seq_len} tokens reaches position {offset + seq_len - 1}, "
+                             f"past {limit}, the largest position {where} exactly")
         return torch.arange(offset, offset + seq_len, device=device).unsqueeze(0)
     if offset != 0:
         raise ValueError("give either positions or offset, not both")
@@ -61,8 +75,13 @@ def resolve_positions(
         )
     if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
         raise ValueError("positions must be finite, got NaN or infinity")
-    if positions.numel() and bool((positions < 0).any()):
-        raise ValueError(f"positions must be non-negative, got minimum {positions.min().item()}")
+    if positions.numel():
+        low, high = (float(v) for v in torch.aminmax(positions.detach().double()))
+        if low < 0:
+            raise ValueError(f"positions must be non-negative, got minimum {positions.min().item()}")
+        if high > limit:
+            raise ValueError(f"positions must be at most {limit}, the largest position {where} exactly, "
+                             f"got maximum {high:.6g}")
     return positions.to(device)
 
 

@@ -98,7 +98,8 @@ class RotaryEmbedding(FrequencyModule):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
+                                angle_dtype=angle_dtype(x.dtype))
         adt = angle_dtype(x.dtype)
         cos, sin = (t.unsqueeze(-2) for t in self.cos_sin(pos, adt))  # (B|1, S, 1, r/2)
         rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
@@ -162,7 +163,8 @@ class RotaryEmbeddingComplex(FrequencyModule):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
+                                angle_dtype=angle_dtype(x.dtype))
         adt = angle_dtype(x.dtype)
         ph = self.phasors(pos, adt).unsqueeze(-2)  # (B|1, S, 1, d/2)
         pairs = x.to(adt).reshape(*x.shape[:-1], self.head_dim // 2, 2).contiguous()

@@ -6,6 +6,8 @@ limit that was broken, so a user never gets silent garbage.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -52,5 +54,19 @@ def require_divisible(d_model: int, n_heads: int) -> int:
 
 
 def require_positive(value: float, name: str) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be positive, got {value}")
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+
+
+def require_base(base: float) -> None:
+    """θ_i = base^(−2i/d) must fall from 1 towards 0 and stay finite: ``1 < base < ∞``."""
+    if not (isinstance(base, (int, float)) and math.isfinite(base) and base > 1):
+        raise ValueError(f"base must be a finite number greater than 1 (θ_i = base^(-2i/d)), got {base!r}")
+
+
+def require_same_dtype(x: torch.Tensor, parameter: torch.Tensor, what: str = "input") -> None:
+    if x.dtype != parameter.dtype:
+        raise TypeError(
+            f"{what} has dtype {x.dtype} but the module's parameters are {parameter.dtype}; "
+            f"convert one of them (module.to({x.dtype}) or {what}.to({parameter.dtype}))"
+        )

@@ -3,30 +3,37 @@
 Each spec run yields an :class:`Outcome`; a cell aggregates the outcomes of
 every spec of one claim on one encoder:
 
-* ``holds``               - every spec passed;
+* ``holds``               - every spec of the cell ran and passed;
+* ``holds (partial)``     - the specs that ran passed, but not all of the cell's specs ran
+  (deselected, skipped, or the run was interrupted): never shown as plain ``holds``;
 * ``refuted``             - the declared refutation was observed (strict xfail on ClaimViolation);
 * ``unexpectedly failing``- a spec raised ClaimViolation where the claim was declared to hold;
 * ``unexpectedly holds``  - a declared refutation did not happen;
 * ``crashed``             - a spec raised anything but ClaimViolation;
+* ``timed out``           - a spec ran past its timeout (a crash, named so);
+* ``blocked``             - not judged: the encoder breaks the shape contract, or an earlier
+  spec of it timed out (the ``contract`` row, or the timed-out cell, says why);
 * ``n/a``                 - the claim does not apply to this encoder;
 * ``not run``             - it applies, but no spec of it ran (deselected, e.g. ``-m perf``).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 from .claims import CLAIMS, CONTRACT
 
-_PRIORITY = ("crashed", "unexpectedly failing", "unexpectedly holds", "refuted", "holds")
+_PRIORITY = ("crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "holds")
+SURPRISES = ("unexpectedly failing", "unexpectedly holds", "crashed", "timed out", "blocked")
 SYMBOLS = {
     "holds": "ok",
+    "holds (partial)": "ok*",
     "refuted": "REF",
     "unexpectedly failing": "FAIL",
     "unexpectedly holds": "XPASS",
     "crashed": "CRASH",
+    "timed out": "TIME",
+    "blocked": "BLOCK",
     "n/a": ".",
     "not run": "-",
 }
@@ -38,7 +45,7 @@ class Outcome:
     encoder: str
     spec: str
     test_id: str
-    state: str  # holds | refuted | unexpectedly failing | unexpectedly holds | crashed
+    state: str  # holds | refuted | unexpectedly failing | unexpectedly holds | crashed | timed out | blocked
     message: str = ""
 
 
@@ -49,18 +56,30 @@ def aggregate(states: list[str]) -> str:
     return "not run"
 
 
-def build_matrix(records, outcomes: list[Outcome]) -> dict[str, dict[str, str]]:
-    """``{claim: {encoder: state}}`` for every claim and every record."""
-    by_cell: dict[tuple[str, str], list[str]] = {}
+def build_matrix(records, outcomes: list[Outcome], expected: dict[tuple[str, str], set[str]] | None = None,
+                 complete: bool = True) -> dict[str, dict[str, str]]:
+    """``{claim: {encoder: state}}`` for every claim and every record.
+
+    ``expected`` maps a cell to the test ids that were collected for it; a ``holds`` cell with
+    fewer outcomes is partial. Without it, every ``holds`` of an incomplete run is partial.
+    """
+    by_cell: dict[tuple[str, str], list[Outcome]] = {}
     for o in outcomes:
-        by_cell.setdefault((o.claim, o.encoder), []).append(o.state)
-    return {
-        claim: {
-            r.name: ("n/a" if not r.applies(claim) else aggregate(by_cell.get((claim, r.name), [])))
-            for r in records
-        }
-        for claim in (CONTRACT, *CLAIMS)
-    }
+        by_cell.setdefault((o.claim, o.encoder), []).append(o)
+
+    def cell(claim: str, record) -> str:
+        if not record.applies(claim):
+            return "n/a"
+        ran = by_cell.get((claim, record.name), [])
+        state = aggregate([o.state for o in ran])
+        if state != "holds":
+            return state
+        if expected is None:
+            return "holds" if complete else "holds (partial)"
+        missing = expected.get((claim, record.name), set()) - {o.test_id for o in ran}
+        return "holds (partial)" if missing else "holds"
+
+    return {claim: {r.name: cell(claim, r) for r in records} for claim in (CONTRACT, *CLAIMS)}
 
 
 def declared_matrix(records) -> dict[str, dict[str, str]]:
@@ -75,7 +94,7 @@ def render_markdown(matrix: dict[str, dict[str, str]]) -> str:
         "|---|" + "---|" * len(encoders),
     ]
     for claim, row in matrix.items():
-        cells = [f"**{s}**" if s in ("unexpectedly failing", "unexpectedly holds", "crashed") else s for s in row.values()]
+        cells = [f"**{s}**" if s in SURPRISES else s for s in row.values()]
         lines.append(f"| {claim} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -91,13 +110,5 @@ def render_text(matrix: dict[str, dict[str, str]]) -> str:
     lines.append("")
     lines += [f"{i:>3} = {name}" for i, name in enumerate(encoders, 1)]
     lines.append("legend: " + ", ".join(f"{v} {k}" for k, v in SYMBOLS.items()))
+    lines.append("ok* = the specs that ran passed, but not all of the cell's specs ran")
     return "\n".join(lines)
-
-
-def write(directory: Path, matrix, outcomes: list[Outcome], header: dict) -> tuple[Path, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = directory / "verdicts.json", directory / "verdicts.md"
-    payload = {"header": header, "matrix": matrix, "outcomes": [asdict(o) for o in outcomes]}
-    json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    md_path.write_text(render_markdown(matrix))
-    return json_path, md_path

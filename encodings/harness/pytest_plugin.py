@@ -16,6 +16,12 @@ Enabled by the repository's ``conftest.py``. Options (and environment variables)
   written (default ``reports/``);
 * ``--hypothesis-profile`` (``POSENC_HYPOTHESIS_PROFILE``): dev | ci | thorough.
 
+Every option and ``POSENC_*`` variable is checked before collection (:mod:`.options`). Each
+spec runs with torch's global state restored after it (:mod:`.isolation`), under a timeout
+(pytest-timeout, ``--timeout``), and is blocked, not run, when its encoder breaks the shape
+contract (:mod:`.contract`). Reports are written per run and published only when complete
+(:mod:`.reports`).
+
 One parametrization serves every spec. A spec is a test marked
 ``@pytest.mark.claim("ID", kinds=(...))`` that takes a ``record`` argument (and optionally
 ``dtype`` and ``device``); it is generated for every selected encoder to which the claim
@@ -25,17 +31,18 @@ applies. A declared refutation becomes a strict expected failure that accepts on
 
 from __future__ import annotations
 
-import os
-import time
-from dataclasses import dataclass, field
+import signal
+import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
 
-from . import machine, perf_report, registry
+from . import isolation, machine, options, perf_report, registry, reports
 from .claims import CLAIMS, CONTRACT, ClaimViolation
-from .matrix import Outcome, build_matrix, render_text, write
+from .contract import Blocked, contract_problem
+from .matrix import SURPRISES, Outcome, build_matrix, render_markdown, render_text
 from .records import EncoderRecord
 from .running import RunningSpec, running
 
@@ -46,7 +53,7 @@ class PerfSession:
 
     records: list[EncoderRecord]
     device: str  # the specs' device (--device)
-    devices: list[str]  # the benchmarks' devices (--perf-devices)
+    devices: tuple[str, ...]  # the benchmarks' devices (--perf-devices)
     run_dir: Path | None  # set by --profile
     benchmarks: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -58,89 +65,85 @@ class PerfSession:
 
 @dataclass
 class HarnessState:
+    settings: options.Settings
     records: list[EncoderRecord]
-    plugins: list[str]
-    device: str
-    profile: str
     perf: PerfSession
+    run_id: str
+    started: str
+    active: reports.ActiveRun | None = None
     outcomes: list[Outcome] = field(default_factory=list)
+    expected: dict[tuple[str, str], set[str]] | None = None  # collected test ids per cell
+    timed_out: dict[str, str] = field(default_factory=dict)  # encoder -> the spec that hung
+    written: reports.Written | None = None
+    status: str = "interrupted"
 
 
 _STATE = pytest.StashKey[HarnessState]()
+_TIMEOUT = pytest.StashKey[float]()
+_OUTCOME = "posenc_outcome"  # the user property that carries a spec's outcome to the controller
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("posenc", "positional-encoding specs and benchmarks")
-    env = os.environ.get
-    group.addoption("--encoders", default=env("POSENC_ENCODERS", ""),
-                    help="comma-separated encoder names to run (default: all registered)")
-    group.addoption("--plugin", action="append", default=[], metavar="FILE",
-                    help="load a Python file that registers encoders (repeatable)")
-    group.addoption("--device", default=env("POSENC_DEVICE", "cpu"), choices=("cpu", "cuda"),
-                    help="device the specs run on")
-    group.addoption("--perf-devices", default=env("POSENC_PERF_DEVICES", "auto"),
-                    help="comma-separated devices for the benchmarks: cpu, cuda, or auto")
-    group.addoption("--perf-threads", type=int, default=int(env("POSENC_PERF_THREADS", "0")),
-                    help="torch.set_num_threads for the session (0: torch's default)")
-    group.addoption("--profile", action="store_true", default=False,
-                    help="write torch.profiler traces and TensorBoard summaries for the perf specs")
-    group.addoption("--profile-dir", default="profiles", help="root of the profile log directory")
-    group.addoption("--profile-run-id", default="", help="run directory name (default: a timestamp)")
-    group.addoption("--matrix-dir", default=env("POSENC_MATRIX_DIR", "reports"),
-                    help="directory for verdicts.json and verdicts.md")
+    options.addoptions(parser)
 
 
-def _hypothesis_profile(config) -> str:
-    from hypothesis import settings
-
-    chosen = config.getoption("hypothesis_profile", default=None)
-    if not chosen:
-        chosen = os.environ.get("POSENC_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
-        settings.load_profile(chosen)
-    return chosen
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
 
 
-def _select(config) -> tuple[list[EncoderRecord], list[str]]:
-    files = list(config.getoption("plugin"))
-    files += [p for p in os.environ.get("POSENC_PLUGINS", "").split(os.pathsep) if p]
+def _load_plugins(files) -> None:
     for path in files:
-        registry.load_plugin(path)
+        before = isolation.capture()
+        try:
+            registry.load_plugin(path)
+        except registry.PluginError as error:
+            raise pytest.UsageError(str(error)) from None
+        changed = isolation.restore(before)
+        if changed:
+            raise pytest.UsageError(f"plug-in {path}: changed torch's global state on import ({'; '.join(changed)}); "
+                                    "a plug-in file should only define and register encoders")
+
+
+def _select(settings: options.Settings) -> list[EncoderRecord]:
+    _load_plugins(settings.plugins)
     everything = registry.records()
-    wanted = [n.strip() for n in config.getoption("encoders").split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in {r.name for r in everything}]
+    unknown = [n for n in settings.encoders if n not in {r.name for r in everything}]
     if unknown:
         raise pytest.UsageError(
             f"--encoders: unknown encoder(s) {', '.join(unknown)}; registered: {', '.join(r.name for r in everything)}"
         )
-    return [r for r in everything if not wanted or r.name in wanted], files
+    return [r for r in everything if not settings.encoders or r.name in settings.encoders]
 
 
-def _perf_devices(config) -> list[str]:
-    wanted = config.getoption("perf_devices")
-    if wanted == "auto":
-        return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    devices = [d.strip() for d in wanted.split(",") if d.strip()]
-    if "cuda" in devices and not torch.cuda.is_available():
-        raise pytest.UsageError("--perf-devices cuda: CUDA is not available on this machine")
-    return devices
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM ends the run like Ctrl-C, so the report says "interrupted" instead of vanishing."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        try:
+            signal.signal(signal.SIGTERM, handler)
+        except ValueError:  # not the main thread
+            pass
 
 
-def _profile_run_dir(config) -> Path | None:
-    if not config.getoption("profile"):
-        return None
-    run_id = config.getoption("profile_run_id") or time.strftime("%Y%m%d-%H%M%S")
-    return Path(config.getoption("profile_dir")) / run_id
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    records, plugins = _select(config)
-    device = config.getoption("device")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise pytest.UsageError("--device cuda: CUDA is not available on this machine")
-    if config.getoption("perf_threads"):
-        torch.set_num_threads(config.getoption("perf_threads"))
-    perf = PerfSession(records, device, _perf_devices(config), _profile_run_dir(config))
-    config.stash[_STATE] = HarnessState(records, plugins, device, _hypothesis_profile(config), perf)
+    settings = options.read(config)
+    if not config.getoption("hypothesis_profile", default=None):
+        from hypothesis import settings as hypothesis_settings
+
+        hypothesis_settings.load_profile(settings.hypothesis_profile)
+    records = _select(settings)
+    if settings.perf_threads:
+        torch.set_num_threads(settings.perf_threads)
+    perf = PerfSession(records, settings.device, settings.perf_devices, settings.profile_run_dir)
+    state = HarnessState(settings, records, perf, reports.new_run_id(), reports.now())
+    config.stash[_STATE] = state
+    if not _is_worker(config):
+        config.pluginmanager.register(OutcomeCollector(state), "posenc-outcomes")
+        state.active = reports.ActiveRun.begin(settings.matrix_dir, state.run_id)
+        _interrupt_on_sigterm()
 
 
 def selected_records(config) -> list[EncoderRecord]:
@@ -149,12 +152,30 @@ def selected_records(config) -> list[EncoderRecord]:
 
 def pytest_report_header(config):
     state = config.stash[_STATE]
-    return [
+    settings = state.settings
+    lines = [
         f"posenc: encoders ({len(state.records)}): {', '.join(r.name for r in state.records)}",
-        f"posenc: plug-ins: {', '.join(state.plugins) or 'none'}",
-        f"posenc: torch {torch.__version__}, device {state.device} ({machine.device_name(state.device)}), "
-        f"hypothesis profile {state.profile}",
+        f"posenc: plug-ins: {', '.join(settings.plugins) or 'none'}",
+        f"posenc: torch {torch.__version__}, device {settings.device} ({machine.device_name(settings.device)}), "
+        f"hypothesis profile {settings.hypothesis_profile}",
+        f"posenc: run {state.run_id}, reports in {settings.matrix_dir}",
     ]
+    return lines
+
+
+def _concurrency_warning(state: HarnessState) -> str | None:
+    if state.active and state.active.others:
+        return (f"posenc: WARNING another run is writing to {state.settings.matrix_dir} "
+                f"({', '.join(state.active.others)}): each keeps its own report under runs/")
+    return None
+
+
+def pytest_sessionstart(session):
+    state = session.config.stash.get(_STATE, None)
+    warning = _concurrency_warning(state) if state else None
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if warning and reporter is not None:
+        reporter.write_line(warning, yellow=True)
 
 
 # ---------------------------------------------------------------- parametrization
@@ -170,8 +191,8 @@ def claim_of(node) -> tuple[str, dict] | None:
     return claim, marker.kwargs
 
 
-def _spec_params(metafunc, state: HarnessState, claim: str, options: dict) -> list:
-    kinds, requires = options.get("kinds"), options.get("requires")
+def _spec_params(metafunc, state: HarnessState, claim: str, options_: dict) -> list:
+    kinds, requires = options_.get("kinds"), options_.get("requires")
     takes_dtype = "dtype" in metafunc.fixturenames
     params = []
     for record in state.records:
@@ -185,7 +206,7 @@ def _spec_params(metafunc, state: HarnessState, claim: str, options: dict) -> li
         if not takes_dtype:
             params.append(pytest.param(record, id=record.name, marks=marks))
             continue
-        for dtype in (d for d in record.dtypes if d in options.get("dtypes", record.dtypes)):
+        for dtype in (d for d in record.dtypes if d in options_.get("dtypes", record.dtypes)):
             params.append(pytest.param(record, dtype, id=f"{record.name}-{str(dtype).removeprefix('torch.')}",
                                        marks=marks))
     return params
@@ -206,7 +227,7 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(scope="session")
 def device(request) -> str:
     """The device the specs run on (``--device``)."""
-    return request.config.stash[_STATE].device
+    return request.config.stash[_STATE].settings.device
 
 
 @pytest.fixture(scope="session")
@@ -214,8 +235,6 @@ def perf_session(request) -> PerfSession:
     """The benchmarks' shared state: devices, profile directory, rows and notes for the summary."""
     return request.config.stash[_STATE].perf
 
-
-# ---------------------------------------------------------------- running specs and collecting outcomes
 
 def _judged(item) -> tuple[str, EncoderRecord] | None:
     """(claim, record) when ``item`` is a spec run on an encoder record; None otherwise."""
@@ -226,32 +245,84 @@ def _judged(item) -> tuple[str, EncoderRecord] | None:
     return found[0], callspec.params["record"]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Before ``-k``/``-m`` deselect anything: which specs each cell has."""
+    expected: dict[tuple[str, str], set[str]] = {}
+    for item in items:
+        judged = _judged(item)
+        if judged is not None:
+            expected.setdefault((judged[0], judged[1].name), set()).add(item.nodeid)
+    config.stash[_STATE].expected = expected
+
+
+# ---------------------------------------------------------------- running a spec
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_set_timer(item, settings):
+    item.stash[_TIMEOUT] = settings.timeout  # pytest-timeout's own timer still runs
+
+
+def _block_if_unjudgeable(item, state: HarnessState, claim: str, record: EncoderRecord) -> None:
+    if record.name in state.timed_out:
+        raise Blocked(f"blocked: {record.name} timed out in {state.timed_out[record.name]}; "
+                      "its remaining specs are not run")
+    if claim != CONTRACT:
+        callspec = item.callspec.params
+        problem = contract_problem(record, callspec.get("dtype"), state.settings.device)
+        if problem:
+            raise Blocked(f"blocked by the contract: {problem}")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     judged = _judged(item)
     if judged is None:
         return (yield)
     claim, record = judged
+    state = item.config.stash[_STATE]
     spec = RunningSpec(claim, item.originalname, item.nodeid, str(item.path), record, tuple(item.fixturenames))
-    with running(spec):
-        return (yield)
+    before = isolation.capture()
+    try:
+        _block_if_unjudgeable(item, state, claim, record)  # the contract probe runs the encoder too
+        with running(spec):
+            result = yield
+    except BaseException as error:
+        changed = isolation.restore(before)
+        if changed and not isinstance(error, (KeyboardInterrupt, pytest.skip.Exception)):
+            raise isolation.GlobalStateLeak(_leak_message(record, changed)) from error
+        raise
+    changed = isolation.restore(before)
+    if changed:
+        raise isolation.GlobalStateLeak(_leak_message(record, changed))
+    return result
 
+
+def _leak_message(record: EncoderRecord, changed: list[str]) -> str:
+    return f"{record.name} left torch's global state changed: {'; '.join(changed)} (restored for the next spec)"
+
+
+# ---------------------------------------------------------------- outcomes
 
 def _first_line(text: str, width: int = 300) -> str:
     line = text.strip().partition("\n")[0]
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _state_of(report, call) -> str | None:
+def _state_of(report, call, timeout: float | None) -> str | None:
     """The matrix state of one spec run, from pytest's report outcome."""
     if report.skipped:
-        return "refuted" if hasattr(report, "wasxfail") else None
+        if hasattr(report, "wasxfail"):
+            return "refuted"
+        return "blocked" if call.excinfo is not None and call.excinfo.errisinstance(Blocked) else None
     if report.passed:
         return "unexpectedly holds" if hasattr(report, "wasxfail") else "holds"
     if call.excinfo is None:  # failed without an exception: a strict expected failure passed
         return "unexpectedly holds"
     if call.excinfo.errisinstance(ClaimViolation):
         return "unexpectedly failing"
+    if timeout and call.duration >= timeout:
+        return "timed out"
     return "crashed"
 
 
@@ -261,17 +332,34 @@ def pytest_runtest_makereport(item, call):
     judged = _judged(item)
     if judged is None or (call.when != "call" and not report.failed):
         return report
-    state = _state_of(report, call)
-    if state is not None:
-        message = ""
-        if call.excinfo is not None:
-            message = _first_line(str(call.excinfo.value)) or call.excinfo.typename
-            if state == "crashed":
-                message = f"{call.excinfo.typename}: {message}"
-        claim, record = judged
-        item.config.stash[_STATE].outcomes.append(
-            Outcome(claim, record.name, item.originalname, item.nodeid, state, message))
+    timeout = item.stash.get(_TIMEOUT, None)
+    state = _state_of(report, call, timeout)
+    if state is None:
+        return report
+    claim, record = judged
+    message = ""
+    if state == "timed out":
+        message = f"timeout: no result after {timeout:g} s"
+        item.config.stash[_STATE].timed_out.setdefault(record.name, item.originalname)
+    elif call.excinfo is not None:
+        message = _first_line(str(call.excinfo.value)) or call.excinfo.typename
+        if state == "crashed":
+            message = f"{call.excinfo.typename}: {message}"
+    outcome = Outcome(claim, record.name, item.originalname, item.nodeid, state, message)
+    report.user_properties.append((_OUTCOME, asdict(outcome)))
     return report
+
+
+class OutcomeCollector:
+    """Collects outcomes from the reports this process logs: its own, or pytest-xdist's workers'."""
+
+    def __init__(self, state: HarnessState):
+        self.state = state
+
+    def pytest_runtest_logreport(self, report):
+        for name, value in getattr(report, "user_properties", ()):
+            if name == _OUTCOME:
+                self.state.outcomes.append(Outcome(**value))
 
 
 # ---------------------------------------------------------------- reports
@@ -285,25 +373,68 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["posenc"] = info
 
 
-def pytest_terminal_summary(terminalreporter, config):
+def _status(session, exitstatus) -> str:
+    if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop:
+        return "interrupted"
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return "complete"
+    return "failed"
+
+
+def _header(config, state: HarnessState, exitstatus) -> dict:
+    from hypothesis import settings as hypothesis_settings
+
+    settings = state.settings
+    seed = config.getoption("hypothesis_seed", default=None)
+    return {
+        "status": state.status,
+        "run_id": state.run_id,
+        "started": state.started,
+        "finished": reports.now(),
+        "exit_status": int(exitstatus),
+        "command": ["pytest", *config.invocation_params.args],
+        "keyword_expression": config.option.keyword or None,
+        "marker_expression": config.option.markexpr or None,
+        "encoders": [r.name for r in state.records],
+        "plugins": list(settings.plugins),
+        "device": f"{settings.device} ({machine.device_name(settings.device)})",
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "hypothesis_profile": settings.hypothesis_profile,
+        "hypothesis_seed": seed if seed is not None else (
+            "derandomized" if hypothesis_settings.default.derandomize else "random per test"),
+        "concurrent_runs": state.active.others if state.active else [],
+        "outcomes": len(state.outcomes),
+    }
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
     state = config.stash.get(_STATE, None)
-    if state is None:
+    if state is None or _is_worker(config):
         return
-    perf_report.report(terminalreporter, state.perf)
+    state.status = _status(session, exitstatus)
+    if state.active:
+        state.active.end()
     if not state.outcomes:
         return
-    matrix = build_matrix(state.records, state.outcomes)
-    header = {
-        "torch": torch.__version__,
-        "device": f"{state.device} ({machine.device_name(state.device)})",
-        "hypothesis_profile": state.profile,
-        "encoders": [r.name for r in state.records],
-        "plugins": state.plugins,
-    }
-    json_path, md_path = write(Path(config.getoption("matrix_dir")), matrix, state.outcomes, header)
-    terminalreporter.section("verdict matrix (claims × encoders)")
+    matrix = build_matrix(state.records, state.outcomes, state.expected, complete=state.status == "complete")
+    payload = {"header": _header(config, state, exitstatus), "matrix": matrix,
+               "outcomes": [asdict(o) for o in state.outcomes]}
+    state.written = reports.write(state.settings.matrix_dir, state.run_id, payload, render_markdown(matrix))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = config.stash.get(_STATE, None)
+    if state is None or _is_worker(config):
+        return
+    perf_report.report(terminalreporter, state.perf)
+    if state.written is None:
+        return
+    matrix = build_matrix(state.records, state.outcomes, state.expected, complete=state.status == "complete")
+    terminalreporter.section(f"verdict matrix (claims × encoders), run {state.status}")
     terminalreporter.write_line(render_text(matrix))
-    terminalreporter.write_line(f"written: {json_path}, {md_path}")
-    surprises = [o for o in state.outcomes if o.state in ("unexpectedly failing", "unexpectedly holds", "crashed")]
-    for o in surprises:
+    written = state.written
+    terminalreporter.write_line(f"written: {written.run_json}, {written.run_markdown}; {written.note}")
+    for o in (o for o in state.outcomes if o.state in SURPRISES):
         terminalreporter.write_line(f"{o.state}: {o.claim} on {o.encoder} ({o.spec}): {o.message}")

@@ -123,6 +123,10 @@ class BuildConfig:
         return self.d_model // self.n_heads
 
 
+#: The configuration every spec builds encoders with unless it says otherwise.
+SPEC_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
+
+
 @dataclass(frozen=True, repr=False)
 class EncoderRecord:
     """One encoder under test.

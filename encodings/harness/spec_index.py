@@ -43,6 +43,6 @@ def spec_functions(specs_dir: str | Path = "specs") -> list[SpecInfo]:
                 if mark.name == "claim":
                     kinds = mark.kwargs.get("kinds")
                     found.append(SpecInfo(path.stem, name, mark.args[0], tuple(kinds) if kinds else None,
-                                          tuple(m.name for m in marks if m.name != "claim"),
+                                          tuple(m.name for m in marks if m.name not in ("claim", "timeout", "parametrize")),
                                           "record" in inspect.signature(function).parameters))
     return found

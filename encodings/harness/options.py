@@ -1,0 +1,184 @@
+"""The harness's options and ``POSENC_*`` variables, each checked before collection.
+
+Every bad value stops the run with one line naming the option or variable and what is allowed
+(pytest's usage error, exit code 4), never a traceback halfway through a run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+DEVICES = ("cpu", "cuda")
+#: Every variable the harness reads; any other ``POSENC_*`` variable is a typo.
+VARIABLES = {
+    "POSENC_ENCODERS": "--encoders",
+    "POSENC_PLUGINS": "--plugin",
+    "POSENC_DEVICE": "--device",
+    "POSENC_PERF_DEVICES": "--perf-devices",
+    "POSENC_PERF_THREADS": "--perf-threads",
+    "POSENC_MATRIX_DIR": "--matrix-dir",
+    "POSENC_HYPOTHESIS_PROFILE": "--hypothesis-profile",
+    "POSENC_FUSED_STRICT": "compile failures of rope_compiled raise (1, true, yes, on) or fall back (0, false, no, off)",
+}
+
+
+def addoptions(parser) -> None:
+    group = parser.getgroup("posenc", "positional-encoding specs and benchmarks")
+    group.addoption("--encoders", default=None, help="comma-separated encoder names to run (default: all registered)")
+    group.addoption("--plugin", action="append", default=[], metavar="FILE",
+                    help="load a Python file that registers encoders (repeatable)")
+    group.addoption("--device", default=None, help="device the specs run on: cpu or cuda")
+    group.addoption("--perf-devices", default=None,
+                    help="comma-separated devices for the benchmarks: cpu, cuda, or auto (the default)")
+    group.addoption("--perf-threads", default=None,
+                    help="torch.set_num_threads for the session (0: torch's default)")
+    group.addoption("--profile", action="store_true", default=False,
+                    help="write torch.profiler traces and TensorBoard summaries for the perf specs")
+    group.addoption("--profile-dir", default="profiles", help="root of the profile log directory")
+    group.addoption("--profile-run-id", default="", help="run directory name (default: a timestamp)")
+    group.addoption("--matrix-dir", default=None,
+                    help="directory for verdicts.json and verdicts.md (default: reports)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    encoders: tuple[str, ...]
+    plugins: tuple[str, ...]
+    device: str
+    perf_devices: tuple[str, ...]
+    perf_threads: int
+    profile_run_dir: Path | None
+    matrix_dir: Path
+    hypothesis_profile: str
+
+
+def _value(config, option: str, variable: str | None, default: str) -> tuple[str, str]:
+    """The value and where it came from: the option, else the variable, else the default."""
+    given = config.getoption(option)
+    if given is not None:
+        return given, "--" + option.replace("_", "-")
+    if variable and variable in os.environ:
+        return os.environ[variable], variable
+    return default, "--" + option.replace("_", "-")
+
+
+def _fail(message: str):
+    raise pytest.UsageError(message)
+
+
+def _device(config) -> str:
+    device, source = _value(config, "device", "POSENC_DEVICE", "cpu")
+    if device not in DEVICES:
+        _fail(f"{source}: unknown device {device!r}; allowed: {', '.join(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        _fail(f"{source} cuda: CUDA is not available on this machine")
+    return device
+
+
+def _perf_devices(config) -> tuple[str, ...]:
+    wanted, source = _value(config, "perf_devices", "POSENC_PERF_DEVICES", "auto")
+    if wanted.strip() == "auto":
+        return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    devices = tuple(d.strip() for d in wanted.split(",") if d.strip())
+    unknown = [d for d in devices if d not in DEVICES]
+    if not devices or unknown:
+        _fail(f"{source}: {wanted!r} is not a list of devices; allowed: auto, or a comma-separated "
+              f"list of {', '.join(DEVICES)}")
+    if "cuda" in devices and not torch.cuda.is_available():
+        _fail(f"{source} cuda: CUDA is not available on this machine")
+    return devices
+
+
+def _perf_threads(config) -> int:
+    text, source = _value(config, "perf_threads", "POSENC_PERF_THREADS", "0")
+    try:
+        threads = int(text)
+    except ValueError:
+        threads = -1
+    if threads < 0:
+        _fail(f"{source}: {text!r} is not a thread count; allowed: an integer ≥ 0 (0: torch's default)")
+    return threads
+
+
+def require_writable(directory: Path, source: str) -> None:
+    """Create ``directory`` and write a file in it now, so the run is not lost at the end."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        _fail(f"{source}: cannot write reports to {str(directory)!r}: {error.strerror or error}")
+
+
+def _matrix_dir(config) -> Path:
+    text, source = _value(config, "matrix_dir", "POSENC_MATRIX_DIR", "reports")
+    if not text.strip():
+        _fail(f"{source}: empty; give a directory for verdicts.json and verdicts.md")
+    directory = Path(text)
+    require_writable(directory, source)
+    return directory
+
+
+def _profile_run_dir(config) -> Path | None:
+    if not config.getoption("profile"):
+        return None
+    root = Path(config.getoption("profile_dir"))
+    require_writable(root, "--profile-dir")
+    return root / (config.getoption("profile_run_id") or time.strftime("%Y%m%d-%H%M%S"))
+
+
+def hypothesis_profile(config) -> str:
+    """The Hypothesis profile: ``--hypothesis-profile``, else ``POSENC_HYPOTHESIS_PROFILE``, else
+    ``ci`` when ``CI`` is set and ``dev`` otherwise; an unknown name is a usage error."""
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    chosen = config.getoption("hypothesis_profile", default=None)
+    source = "--hypothesis-profile"
+    if not chosen:
+        chosen = os.environ.get("POSENC_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+        source = "POSENC_HYPOTHESIS_PROFILE"
+    try:
+        settings.get_profile(chosen)
+    except InvalidArgument:
+        known = sorted(settings._profiles)  # Hypothesis offers no public list of profiles
+        _fail(f"{source}: unknown Hypothesis profile {chosen!r}; registered: {', '.join(known)}")
+    return chosen
+
+
+def _fused_strict() -> None:
+    value = os.environ.get("POSENC_FUSED_STRICT")
+    if value is not None and value.strip().lower() not in ("", "1", "true", "yes", "on", "0", "false", "no", "off"):
+        _fail(f"POSENC_FUSED_STRICT: {value!r}; allowed: 1, true, yes, on (raise) or 0, false, no, off (fall back)")
+
+
+def _no_unknown_variables() -> None:
+    unknown = sorted(v for v in os.environ if v.startswith("POSENC_") and v not in VARIABLES)
+    if unknown:
+        _fail(f"unknown environment variable {unknown[0]}; the harness reads {', '.join(VARIABLES)}")
+
+
+def read(config) -> Settings:
+    """Every option and variable, validated; raises ``pytest.UsageError`` on the first bad one."""
+    _no_unknown_variables()
+    _fused_strict()
+    encoders, _ = _value(config, "encoders", "POSENC_ENCODERS", "")
+    plugins = list(config.getoption("plugin"))
+    plugins += [p for p in os.environ.get("POSENC_PLUGINS", "").split(os.pathsep) if p]
+    return Settings(
+        encoders=tuple(n.strip() for n in encoders.split(",") if n.strip()),
+        plugins=tuple(plugins),
+        device=_device(config),
+        perf_devices=_perf_devices(config),
+        perf_threads=_perf_threads(config),
+        profile_run_dir=_profile_run_dir(config),
+        matrix_dir=_matrix_dir(config),
+        hypothesis_profile=hypothesis_profile(config),
+    )

@@ -1,0 +1,118 @@
+"""Where verdict reports go, written so that a report never lies about the run behind it.
+
+Layout of the report directory (``--matrix-dir``, default ``reports/``):
+
+* ``runs/<run id>/verdicts.json`` and ``verdicts.md`` - every run's own report, whatever its
+  status (complete, interrupted, failed); the newest :data:`KEEP_RUNS` runs are kept;
+* ``LATEST`` - the run id of the newest report written;
+* ``verdicts.json`` and ``verdicts.md`` - the newest **complete** run. An interrupted or failed
+  run never replaces them, nor does a run that started before the one they hold.
+
+Every file is written to a temporary name and renamed into place, so a reader never sees half a
+report. A run announces itself in ``.active/`` while it runs, so a second run on the same
+directory is named in the first line of both runs' output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KEEP_RUNS = 20
+STATUSES = ("complete", "interrupted", "failed")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class ActiveRun:
+    """This run's marker in ``<dir>/.active``; ``others`` are the runs that were active when it began."""
+
+    directory: Path
+    run_id: str
+    others: list[str]
+
+    @classmethod
+    def begin(cls, directory: Path, run_id: str) -> "ActiveRun":
+        active = directory / ".active"
+        active.mkdir(parents=True, exist_ok=True)
+        others = []
+        for marker in active.iterdir():
+            pid = int(marker.name.rsplit("-", 1)[-1]) if marker.name.rsplit("-", 1)[-1].isdigit() else -1
+            if pid > 0 and _alive(pid):
+                others.append(marker.name)
+            else:
+                marker.unlink(missing_ok=True)  # left by a run that was killed
+        (active / run_id).write_text(now())
+        return cls(directory, run_id, sorted(others))
+
+    def end(self) -> None:
+        (self.directory / ".active" / self.run_id).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Written:
+    run_json: Path
+    run_markdown: Path
+    published: bool
+    note: str  # why the top-level report was or was not replaced
+
+
+def _started_of(path: Path) -> str:
+    try:
+        return json.loads(path.read_text())["header"]["started"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def write(directory: Path, run_id: str, payload: dict, markdown: str) -> Written:
+    """Write this run's report; publish it at the top level if it is complete and the newest."""
+    status = payload["header"]["status"]
+    run_dir = directory / "runs" / run_id
+    text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(run_dir / "verdicts.json", text)
+    atomic_write(run_dir / "verdicts.md", markdown)
+    atomic_write(directory / "LATEST", run_id + "\n")
+    _prune(directory / "runs")
+    top = directory / "verdicts.json"
+    if status != "complete":
+        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
+                       f"run {status}: {top} keeps the last complete run")
+    if _started_of(top) > payload["header"]["started"]:
+        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
+                       f"{top} holds a run that started later; left as it is")
+    atomic_write(directory / "verdicts.md", markdown)
+    atomic_write(top, text)
+    return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", True, f"published as {top}")
+
+
+def _prune(runs: Path) -> None:
+    for old in sorted(p for p in runs.iterdir() if p.is_dir())[:-KEEP_RUNS]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,328 @@
+"""Fault injection: the run around the specs stays truthful when things go wrong.
+
+Each case runs ``pytest specs`` in a subprocess with a small faulty plug-in written to a temporary
+directory, and asserts the exact outcome: the exit code, the report's status and cells, and the
+message naming the option or limit. The library's own refusals are checked in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import posenc
+from posenc.encoders import fused
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A correct interleaved RoPE a fault is injected into; ``fault(x)`` runs first in every call.
+RECORD_TEMPLATE = '''
+import os, signal, time
+import torch
+import posenc
+
+
+class FaultyRoPE(posenc.RotaryEmbedding):
+    calls = 0
+
+    def forward(self, x, positions=None, *, offset=0):
+        FaultyRoPE.calls += 1
+{fault}
+        return super().forward(x, positions, offset=offset)
+
+
+posenc.register(posenc.EncoderRecord(
+    name="{name}",
+    build=lambda c: FaultyRoPE(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
+    kind="rotary",
+    source="tests/test_faults.py",
+    geometry=posenc.RotaryGeometry(layout="interleaved"),
+    claims=posenc.rotary_claims(),
+))
+'''
+
+
+def plugin(tmp_path: Path, name: str, fault: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(RECORD_TEMPLATE.format(name=name, fault=textwrap.indent(textwrap.dedent(fault), " " * 8)))
+    return path
+
+
+def run_specs(*args, matrix_dir: Path | None, env: dict | None = None, timeout: float = 600,
+              background: bool = False):
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--tb=line", *map(str, args)]
+    if matrix_dir is not None:
+        command += ["--matrix-dir", str(matrix_dir)]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    environment.update({"POSENC_HYPOTHESIS_PROFILE": "explicit", **(env or {})})
+    if background:
+        return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout)
+
+
+def report(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def run_report(matrix_dir: Path) -> dict:
+    """The newest run's own report, through the ``LATEST`` pointer."""
+    run_id = (matrix_dir / "LATEST").read_text().strip()
+    return report(matrix_dir / "runs" / run_id / "verdicts.json")
+
+
+QUICK = ("-k", "norm or relative_offset or contract")
+
+
+# ---------------------------------------------------------------- reports never lie
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_says_so_and_keeps_the_last_complete_report(tmp_path, signal_name):
+    reports = tmp_path / "reports"
+    complete = run_specs("--encoders", "rope_interleaved", *QUICK, matrix_dir=reports)
+    assert complete.returncode == 0, complete.stdout[-2000:]
+    published = report(reports / "verdicts.json")
+    assert published["header"]["status"] == "complete"
+
+    interrupter = plugin(tmp_path, "interrupting_rope", f"""
+        if FaultyRoPE.calls == 40:
+            os.kill(os.getpid(), signal.{signal_name})
+            time.sleep(5)
+    """)
+    interrupted = run_specs("--plugin", interrupter, "--encoders", "rope_interleaved,interrupting_rope", *QUICK,
+                            matrix_dir=reports)
+    assert interrupted.returncode == 2, interrupted.stdout[-2000:]
+    own = run_report(reports)
+    assert own["header"]["status"] == "interrupted"
+    assert own["header"]["run_id"] != published["header"]["run_id"]
+    cut_short = {row["interrupting_rope"] for row in own["matrix"].values()}
+    assert cut_short & {"holds (partial)", "not run"}, cut_short  # cells whose specs did not all run
+    assert report(reports / "verdicts.json") == published  # the complete report is untouched
+    assert "run interrupted" in interrupted.stdout
+
+
+def test_a_cell_whose_specs_did_not_all_run_is_partial(tmp_path):
+    result = run_specs("--encoders", "rope_interleaved", "-k", "norm or relative_offset or length_limits",
+                       matrix_dir=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:]
+    matrix = report(tmp_path / "verdicts.json")["matrix"]
+    assert matrix["ROPE-3"]["rope_interleaved"] == "holds (partial)"  # its orthogonality spec was deselected
+    assert matrix["contract"]["rope_interleaved"] == "not run"
+    assert "ok*" in result.stdout
+
+
+# ---------------------------------------------------------------- timeouts and isolation
+
+def test_a_hanging_encoder_times_out_and_the_run_goes_on(tmp_path):
+    hanging = plugin(tmp_path, "hanging_rope", "time.sleep(3600)")
+    start = time.monotonic()
+    result = run_specs("--plugin", hanging, "--encoders", "rope_interleaved,hanging_rope", "--timeout", "3",
+                       *QUICK, matrix_dir=tmp_path / "reports")
+    assert time.monotonic() - start < 120
+    assert result.returncode == 1
+    data = report(tmp_path / "reports" / "verdicts.json")
+    row = {claim: cells["hanging_rope"] for claim, cells in data["matrix"].items()}
+    judged = [state for state in row.values() if state not in ("n/a", "not run")]
+    assert judged.count("timed out") == 1 and set(judged) == {"timed out", "blocked"}, row  # the rest are skipped
+    timed_out = [o for o in data["outcomes"] if o["state"] == "timed out"]
+    assert len(timed_out) == 1 and timed_out[0]["message"] == "timeout: no result after 3 s"
+    assert {cells["rope_interleaved"] for cells in data["matrix"].values()} <= {"holds", "holds (partial)", "n/a",
+                                                                               "not run"}
+
+
+def test_a_grad_mode_leak_is_restored_and_blamed_on_its_encoder(tmp_path):
+    leaky = plugin(tmp_path, "leaky_rope", """
+        torch.set_grad_enabled(False)
+        raise RuntimeError("leaky forward")
+    """)
+    result = run_specs("--plugin", leaky, "--encoders", "learnable,rope_interleaved,leaky_rope",
+                       "-k", "learnable_adds or gradcheck or backward_is_the_inverse or rotation_matches",
+                       matrix_dir=tmp_path)
+    data = report(tmp_path / "verdicts.json")
+    assert data["matrix"]["ABS-1"]["learnable"] == "holds"
+    assert data["matrix"]["ROPE-1"]["rope_interleaved"] in ("holds", "holds (partial)")
+    assert data["matrix"]["contract"]["rope_interleaved"] in ("holds", "holds (partial)")
+    crashes = [o["message"] for o in data["outcomes"] if o["encoder"] == "leaky_rope"]
+    assert crashes and all(m.startswith(("RuntimeError: leaky forward", "GlobalStateLeak")) for m in crashes)
+    # specs that call it with autograd on (gradcheck, backward) see the leak; no_grad blocks restore it themselves
+    assert "GlobalStateLeak: leaky_rope left torch's global state changed: grad mode True → False " \
+           "(restored for the next spec)" in crashes, crashes
+    assert result.returncode == 1
+
+
+def test_a_wrong_shape_encoder_is_blocked_by_the_contract_not_judged(tmp_path):
+    narrow = tmp_path / "narrow_rope.py"
+    narrow.write_text(textwrap.dedent('''
+        import posenc
+
+        class NarrowRoPE(posenc.RotaryEmbedding):
+            def forward(self, x, positions=None, *, offset=0):
+                return super().forward(x, positions, offset=offset)[..., :-2]
+
+        posenc.register(posenc.EncoderRecord(
+            name="narrow_rope", kind="rotary", source="drops 2 of 16 features",
+            build=lambda c: NarrowRoPE(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
+            geometry=posenc.RotaryGeometry(), claims=posenc.rotary_claims()))
+    '''))
+    result = run_specs("--plugin", narrow, "--encoders", "narrow_rope", "-k", "not rotations_compose",
+                       matrix_dir=tmp_path / "reports")
+    data = report(tmp_path / "reports" / "verdicts.json")
+    row = {claim: cells["narrow_rope"] for claim, cells in data["matrix"].items()}
+    assert row["contract"] == "unexpectedly failing"
+    assert row["ROPE-4"] == "blocked" and row["ATT-4"] == "blocked"
+    judged = {state for claim, state in row.items() if claim != "contract"} - {"n/a", "not run"}
+    assert judged == {"blocked"}, row
+    blocked = [o for o in data["outcomes"] if o["state"] == "blocked"]
+    assert all(o["message"] == "blocked by the contract: narrow_rope maps shape (2, 5, 4, 16) to (2, 5, 4, 14); "
+                               "the output must keep the input's shape" for o in blocked)
+    assert result.returncode == 1
+
+
+# ---------------------------------------------------------------- start-up errors
+
+BROKEN_PLUGINS = {
+    "syntax_error.py": ("def broken(:\n", "syntax_error.py:1: SyntaxError"),
+    "raises_on_import.py": ("import posenc\n\nraise RuntimeError('no weights here')\n",
+                            "raises_on_import.py:3: RuntimeError: no weights here"),
+    "duplicate_name.py": ("import posenc\n\nposenc.register(posenc.get('rope_interleaved'))\n",
+                          "duplicate_name.py:3: ValueError: an encoder named 'rope_interleaved' is already registered"),
+    "undeclared_claims.py": ("import posenc, torch\n\nposenc.register(posenc.EncoderRecord(name='x', build=None, "
+                             "kind='rotary', source='', claims={}))\n",
+                             "undeclared_claims.py:3: ValueError: encoder 'x' leaves claims undeclared: ABS-1"),
+}
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (("--encoders", "nosuch"), {}, "ERROR: --encoders: unknown encoder(s) nosuch; registered: learnable"),
+    (("--device", "tpu"), {}, "ERROR: --device: unknown device 'tpu'; allowed: cpu, cuda"),
+    ((), {"POSENC_DEVICE": "gpu"}, "ERROR: POSENC_DEVICE: unknown device 'gpu'; allowed: cpu, cuda"),
+    ((), {"POSENC_PERF_DEVICES": "junk"}, "ERROR: POSENC_PERF_DEVICES: 'junk' is not a list of devices"),
+    ((), {"POSENC_PERF_THREADS": "abc"}, "ERROR: POSENC_PERF_THREADS: 'abc' is not a thread count"),
+    ((), {"POSENC_MATRIX_DIR": ""}, "ERROR: POSENC_MATRIX_DIR: empty"),
+    (("--hypothesis-profile", "nosuch"), {}, "ERROR: --hypothesis-profile: unknown Hypothesis profile 'nosuch'"),
+    ((), {"POSENC_HYPOTHESIS_PROFILE": "nosuch"}, "ERROR: POSENC_HYPOTHESIS_PROFILE: unknown Hypothesis profile"),
+    ((), {"POSENC_FUSED_STRICT": "maybe"}, "ERROR: POSENC_FUSED_STRICT: 'maybe'; allowed: 1, true, yes, on"),
+    ((), {"POSENC_ENCODER": "learnable"}, "ERROR: unknown environment variable POSENC_ENCODER"),
+    (("--plugin", "missing.py"), {}, "missing.py: file not found"),
+], ids=lambda value: str(value)[:40])
+def test_a_bad_option_or_variable_stops_the_run_with_one_line(tmp_path, args, env, message):
+    result = run_specs(*args, "--collect-only", matrix_dir=None if "POSENC_MATRIX_DIR" in env else tmp_path, env=env)
+    assert result.returncode == 4, result.stdout[-1500:] + result.stderr[-1500:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-1500:]
+    assert "INTERNALERROR" not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", BROKEN_PLUGINS)
+def test_a_broken_plugin_is_named_with_file_line_and_error(tmp_path, name):
+    source, message = BROKEN_PLUGINS[name]
+    (tmp_path / name).write_text(source)
+    result = run_specs("--plugin", tmp_path / name, "--collect-only", matrix_dir=tmp_path / "reports")
+    assert result.returncode == 4, result.stdout[-1500:] + result.stderr[-1500:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and f"plug-in {tmp_path / name.split('.')[0]}" in errors[0] and message in errors[0], \
+        result.stderr[-1500:]
+    assert "INTERNALERROR" not in result.stderr + result.stdout
+
+
+def test_an_unwritable_report_directory_is_refused_before_any_spec_runs(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = run_specs("--collect-only", matrix_dir=blocker / "reports")
+    assert result.returncode == 4
+    assert f"ERROR: --matrix-dir: cannot write reports to '{blocker / 'reports'}'" in result.stderr
+
+
+# ---------------------------------------------------------------- two runs, one directory
+
+def test_two_concurrent_runs_keep_their_own_reports_and_warn(tmp_path):
+    reports, release = tmp_path / "reports", tmp_path / "release"
+    waiting = plugin(tmp_path, "waiting_rope", f"""
+        deadline = time.monotonic() + 120
+        while not os.path.exists({str(release)!r}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    """)
+    first = run_specs("--plugin", waiting, "--encoders", "waiting_rope", *QUICK, matrix_dir=reports, background=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (reports / ".active").exists() or not any((reports / ".active").iterdir()):
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never started"
+            time.sleep(0.1)
+        second = run_specs("--encoders", "rope_interleaved", *QUICK, matrix_dir=reports)
+    finally:
+        release.write_text("go")
+        first_out, _ = first.communicate(timeout=300)
+    assert second.returncode == 0 and first.returncode == 0, second.stdout[-1500:] + first_out[-1500:]
+    assert "WARNING another run is writing to" in second.stdout
+    runs = sorted((reports / "runs").iterdir())
+    assert len(runs) == 2
+    statuses = [report(r / "verdicts.json")["header"] for r in runs]
+    assert [h["status"] for h in statuses] == ["complete", "complete"]
+    later = max(statuses, key=lambda h: h["started"])
+    assert report(reports / "verdicts.json")["header"]["run_id"] == later["run_id"]  # the later start wins
+    assert "holds a run that started later" in first_out
+
+
+# ---------------------------------------------------------------- the library refuses what it cannot compute
+
+def _raises(call, error, *words):
+    with pytest.raises(error) as caught:
+        call()
+    assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+def test_positions_past_the_exact_range_of_the_angle_dtype_are_refused():
+    rope, x = posenc.RotaryEmbedding(8), torch.randn(1, 2, 1, 8)
+    _raises(lambda: rope(x, torch.tensor([0, 10**9])), ValueError, "positions must be at most 16777216",
+            "torch.float32 angles")
+    rope(x.double(), torch.tensor([0, 10**9]))  # float64 angles form 1e9 exactly
+    _raises(lambda: rope(x, torch.tensor([0.0, 1e19])), ValueError, "positions must be at most")
+    _raises(lambda: posenc.LearnablePositionalEmbedding(8, 16)(torch.randn(1, 2, 16), torch.tensor([0.0, 1e19])),
+            ValueError, "positions must be at most 9007199254740992")
+    _raises(lambda: rope(x, offset=2**63 - 1), ValueError, "offset=9223372036854775807")
+
+
+@pytest.mark.parametrize("base", [1e-300, float("inf"), float("nan"), 1.0, -10.0])
+def test_a_base_outside_one_to_infinity_is_refused(base):
+    _raises(lambda: posenc.RotaryEmbedding(8, base=base), ValueError, "base must be a finite number greater than 1")
+    _raises(lambda: posenc.SinusoidalPositionalEncoding(8, base=base), ValueError, "base")
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"initial_scale": -1.0}, ("initial_scale", "-1.0")),
+    ({"initial_scale": float("nan")}, ("initial_scale", "nan")),
+    ({"mix": (1.0,)}, ("mix must be two", "(1.0,)")),
+    ({"mix": (0.7, float("inf"))}, ("mix must be two",)),
+])
+def test_the_dynamic_encoding_refuses_bad_scales_and_mixes_at_construction(options, words):
+    _raises(lambda: posenc.DynamicPositionalEncoding(8, **options), ValueError, *words)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64])
+def test_attention_names_a_dtype_mismatch(dtype):
+    for module in (posenc.RoPEAttention(16, 2), posenc.LinearAttentionRoPE(16, 2)):
+        _raises(lambda: module(torch.randn(1, 3, 16, dtype=dtype)), TypeError, f"input has dtype {dtype}",
+                "torch.float32")
+
+
+def test_fused_strict_flag_is_read_as_a_boolean(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(fused, "_kernel", lambda *a: broken)
+    x = torch.randn(1, 4, 2, 8)
+    for value in ("0", "false", "off", ""):
+        monkeypatch.setenv("POSENC_FUSED_STRICT", value)
+        with pytest.warns(RuntimeWarning, match="torch.compile failed"):
+            fused.CompiledRotaryEmbedding(8)(x)
+    monkeypatch.setenv("POSENC_FUSED_STRICT", "yes")
+    _raises(lambda: fused.CompiledRotaryEmbedding(8)(x), RuntimeError, "no C++ compiler")
+    monkeypatch.setenv("POSENC_FUSED_STRICT", "maybe")
+    _raises(lambda: fused.CompiledRotaryEmbedding(8)(x), ValueError, "POSENC_FUSED_STRICT must be one of")
