@@ -26,7 +26,8 @@ import pytest
 import posenc
 from posenc.harness.spec_index import spec_functions
 
-pytestmark = pytest.mark.timeout(1800)  # one subprocess runs the whole spec suite on every mutant
+# One subprocess runs the whole spec suite on every mutant; under -n its tests share one worker.
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.xdist_group("mutants")]
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_FILE = Path(__file__).with_name("mutants.py")

@@ -23,6 +23,7 @@ import posenc
 from posenc.harness.claims import CLAIMS
 from posenc.harness.spec_index import spec_functions
 
+pytestmark = pytest.mark.xdist_group("plugin_acceptance")  # its module fixture runs once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "tests" / "plugins"
 

@@ -30,6 +30,8 @@ from posenc import get  # noqa: E402
 from posenc.harness import profiling  # noqa: E402
 from posenc.harness.summaries import write_summaries  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("tensorboard")  # its module fixture runs once, in one worker
+
 STARTUP_TIMEOUT = 90.0
 ENCODERS = ("learnable", "rope_interleaved", "attention_rope")
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from . import isolation, machine, options, perf_report, registry, reports
+from . import isolation, machine, options, parallel, perf_report, registry, reports
 from .claims import CLAIMS, CONTRACT, ClaimViolation
 from .contract import Blocked, contract_problem
 from .matrix import SURPRISES, Outcome, build_matrix, render_markdown, render_text
@@ -80,6 +80,7 @@ class HarnessState:
 
 _STATE = pytest.StashKey[HarnessState]()
 _TIMEOUT = pytest.StashKey[float]()
+_SPEC_ID = pytest.StashKey[str]()  # the node id before pytest-xdist appends its group
 _OUTCOME = "posenc_outcome"  # the user property that carries a spec's outcome to the controller
 
 
@@ -88,7 +89,7 @@ def pytest_addoption(parser):
 
 
 def _is_worker(config) -> bool:
-    return hasattr(config, "workerinput")
+    return parallel.worker_id(config) is not None
 
 
 def _load_plugins(files) -> None:
@@ -140,7 +141,9 @@ def pytest_configure(config):
     perf = PerfSession(records, settings.device, settings.perf_devices, settings.profile_run_dir)
     state = HarnessState(settings, records, perf, reports.new_run_id(), reports.now())
     config.stash[_STATE] = state
+    parallel.configure_worker(config, settings.device, settings.perf_threads)
     if not _is_worker(config):
+        parallel.configure_controller(config)
         config.pluginmanager.register(OutcomeCollector(state), "posenc-outcomes")
         state.active = reports.ActiveRun.begin(settings.matrix_dir, state.run_id)
         _interrupt_on_sigterm()
@@ -199,7 +202,7 @@ def _spec_params(metafunc, state: HarnessState, claim: str, options_: dict) -> l
         if not record.applies(claim) or (kinds and record.kind not in kinds) or (requires and not requires(record)):
             continue
         declared = record.declared(claim)
-        marks = []
+        marks = [pytest.mark.xdist_group(record.name)]  # under pytest-xdist, one encoder's specs share a worker
         if declared.expects_failure(metafunc.function.__name__):
             marks.append(pytest.mark.xfail(strict=True, raises=ClaimViolation,
                                            reason=f"{claim} refuted as declared: {declared.reason}"))
@@ -252,6 +255,7 @@ def pytest_collection_modifyitems(session, config, items):
     for item in items:
         judged = _judged(item)
         if judged is not None:
+            item.stash[_SPEC_ID] = item.nodeid
             expected.setdefault((judged[0], judged[1].name), set()).add(item.nodeid)
     config.stash[_STATE].expected = expected
 
@@ -281,7 +285,8 @@ def pytest_runtest_call(item):
         return (yield)
     claim, record = judged
     state = item.config.stash[_STATE]
-    spec = RunningSpec(claim, item.originalname, item.nodeid, str(item.path), record, tuple(item.fixturenames))
+    spec = RunningSpec(claim, item.originalname, item.stash.get(_SPEC_ID, item.nodeid), str(item.path), record,
+                       tuple(item.fixturenames))
     before = isolation.capture()
     try:
         _block_if_unjudgeable(item, state, claim, record)  # the contract probe runs the encoder too
@@ -345,7 +350,7 @@ def pytest_runtest_makereport(item, call):
         message = _first_line(str(call.excinfo.value)) or call.excinfo.typename
         if state == "crashed":
             message = f"{call.excinfo.typename}: {message}"
-    outcome = Outcome(claim, record.name, item.originalname, item.nodeid, state, message)
+    outcome = Outcome(claim, record.name, item.originalname, item.stash.get(_SPEC_ID, item.nodeid), state, message)
     report.user_properties.append((_OUTCOME, asdict(outcome)))
     return report
 
@@ -408,10 +413,24 @@ def _header(config, state: HarnessState, exitstatus) -> dict:
     }
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    parallel.mark_node(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    state = node.config.stash[_STATE]
+    state.expected = parallel.expected_from_node(node, state.expected)
+
+
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     state = config.stash.get(_STATE, None)
-    if state is None or _is_worker(config):
+    if state is None:
+        return
+    if _is_worker(config):
+        parallel.expected_to_workeroutput(config, state.expected)
         return
     state.status = _status(session, exitstatus)
     if state.active:

@@ -1,0 +1,82 @@
+"""pytest-xdist: ``pytest specs -n N`` gives the serial run's reports, cell by cell."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.harness import parallel
+
+pytestmark = pytest.mark.xdist_group("parallel")  # its module fixture runs once, in one worker
+ROOT = Path(__file__).resolve().parents[1]
+SELECTION = ("--encoders", "learnable,rope_interleaved,rope_half_split,attention_rope,hybrid",
+             "-k", "not rotations_compose and not gradcheck")
+
+
+def run_specs(*args, matrix_dir: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    env["POSENC_HYPOTHESIS_PROFILE"] = "ci"
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--tb=line",
+               "--matrix-dir", str(matrix_dir), *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def serial_and_parallel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("xdist")
+    serial = run_specs(*SELECTION, "-p", "no:xdist", matrix_dir=out / "serial")
+    parallel_run = run_specs(*SELECTION, "-n", "2", matrix_dir=out / "parallel")
+    assert serial.returncode == 0, serial.stdout[-2000:]
+    assert parallel_run.returncode == 0, parallel_run.stdout[-2000:]
+    return out, serial.stdout, parallel_run.stdout
+
+
+def _matrix_text(stdout: str) -> str:
+    return stdout[stdout.index("verdict matrix"):stdout.index("written:")]
+
+
+def test_parallel_reports_equal_the_serial_ones_cell_by_cell(serial_and_parallel):
+    out, serial_stdout, parallel_stdout = serial_and_parallel
+    serial, parallel_ = (json.loads((out / name / "verdicts.json").read_text()) for name in ("serial", "parallel"))
+    assert parallel_["matrix"] == serial["matrix"]
+    assert "holds (partial)" in {s for row in serial["matrix"].values() for s in row.values()}  # -k deselected some
+    assert sorted((o["test_id"], o["state"]) for o in parallel_["outcomes"]) == \
+        sorted((o["test_id"], o["state"]) for o in serial["outcomes"])
+    assert (out / "parallel" / "verdicts.md").read_text() == (out / "serial" / "verdicts.md").read_text()
+    assert _matrix_text(parallel_stdout) == _matrix_text(serial_stdout)
+    assert parallel_["header"]["status"] == "complete"
+
+
+def test_workers_write_no_reports(serial_and_parallel):
+    out, _, _ = serial_and_parallel
+    assert len(list((out / "parallel" / "runs").iterdir())) == 1
+
+
+def test_benchmarks_under_xdist_are_refused_with_one_line(tmp_path):
+    result = run_specs("-m", "perf", "-n", "2", matrix_dir=tmp_path)
+    assert result.returncode == 4
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert errors == ["ERROR: -m perf with -n: timings taken by parallel workers on shared cores are not "
+                      "comparable; run the benchmarks without -n (or with -n 0)"], result.stderr[-1000:]
+
+
+@pytest.mark.parametrize("worker, count, gpu", [("gw0", 4, 0), ("gw3", 4, 3), ("gw5", 4, 1), ("gw7", 1, 0)])
+def test_each_worker_takes_its_own_gpu(worker, count, gpu):
+    assert parallel.worker_gpu(worker, count) == gpu
+
+
+def test_a_cuda_worker_selects_its_gpu_from_its_worker_id(monkeypatch):
+    """Faked on CPU: two GPUs, four workers."""
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    assert [parallel.assign_gpu(f"gw{i}") for i in range(4)] == [0, 1, 0, 1]
+    assert chosen == [0, 1, 0, 1]
+    with pytest.raises(ValueError, match="no CUDA device"):
+        parallel.worker_gpu("gw0", 0)
