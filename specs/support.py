@@ -14,6 +14,7 @@ import torch
 
 from posenc import BuildConfig, ClaimViolation, EncoderRecord
 from posenc.harness import records, tensors
+from posenc.harness.contract import Undecided
 from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
     FAR_POSITIONS,
@@ -82,6 +83,14 @@ def violated(summary: str, **details):
     __tracebackhide__ = True
     spec = current()
     raise ClaimViolation(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec))
+
+
+def undecided(summary: str, **details):
+    """End a measured spec without a verdict: its confidence interval contains the bar."""
+    __tracebackhide__ = True
+    spec = current()
+    shown = "; ".join(f"{k}={v}" for k, v in details.items())
+    raise Undecided(f"undecided: [{spec.claim}] {spec.record.name}: {summary}" + (f" ({shown})" if shown else ""))
 
 
 def require_within(*, error: float, bound: float, what: str, **details):

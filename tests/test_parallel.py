@@ -38,7 +38,9 @@ def serial_and_parallel(tmp_path_factory):
 
 
 def _matrix_text(stdout: str) -> str:
-    return stdout[stdout.index("verdict matrix"):stdout.index("written:")]
+    """The printed matrix, up to the lines that name this run's own report files."""
+    text = stdout[stdout.index("verdict matrix"):stdout.index("written:")]
+    return text[:text.index("(") if "rows with no spec run" in text else len(text)]
 
 
 def test_parallel_reports_equal_the_serial_ones_cell_by_cell(serial_and_parallel):

@@ -79,7 +79,34 @@ def test_roofline_ratio_is_copy_time_over_call_time():
 def test_op_and_kernel_counts():
     x = torch.randn(64)
     counts = profiling.count_ops(lambda: (x + 1).view(8, 8).mul(2), "cpu")
-    assert counts == {"op_count": 3, "kernel_count": 2}  # the view runs no kernel
+    # add and mul, each with the copy_ that wraps its Python scalar; the view runs no kernel
+    assert (counts["op_count"], counts["kernel_count"]) == (3, 4)
+
+
+X, A, LINEAR = torch.randn(64), torch.randn(3, 4), torch.nn.Linear(4, 5)
+
+
+@pytest.mark.parametrize("call, kernels", [
+    (lambda: torch.cumsum(X, 0), {"aten::cumsum"}),  # computes, though it calls aten::to
+    (lambda: X * 2, {"aten::mul", "aten::copy_"}),  # the scalar is copied into a tensor first
+    (lambda: LINEAR(A), {"aten::addmm", "aten::copy_"}),  # linear is composite; addmm copies the bias
+    (lambda: A.softmax(-1), {"aten::_softmax"}),  # softmax is composite
+    (lambda: torch.stack((X, X)), {"aten::cat"}),  # stack's work is cat's
+    (lambda: X.to(torch.float64), {"aten::copy_"}),  # to and _to_copy only allocate and dispatch
+], ids=["cumsum", "mul-scalar", "linear", "softmax", "stack", "to"])
+def test_cpu_kernel_counts_match_the_operators_in_the_trace(tmp_path, call, kernels):
+    """Each counted kernel is an operator event of the profiler's own trace, and no other is."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        counted = profiling.count_ops(call, "cpu")["kernel_count"]
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            call()
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    operators = [e["name"] for e in events if e.get("cat") == "cpu_op"]
+    computing = [name for name in operators if name in kernels]
+    assert counted == len(computing) == len(kernels), (counted, operators)
 
 
 # torch.compile on CPU generates C++: without a compiler the fused RoPE falls back to eager.

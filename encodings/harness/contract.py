@@ -1,10 +1,12 @@
-"""Cells that cannot be judged: an encoder that breaks the calling contract, or that hung.
+"""Cells that cannot be judged: an encoder that breaks the calling contract, or that hung, or
+a measurement too noisy to decide.
 
 Before a spec of any catalogue claim runs, the encoder is called once at the specs'
 configuration (cached per encoder, dtype and device). If its output is not a tensor of the
 input's shape, every spec would fail on shapes, not on the claim: the cell is
 *blocked by the contract*, and the ``contract`` row says why. After a spec times out, the
-encoder's remaining specs are blocked too, so the run moves on.
+encoder's remaining specs are blocked too, so the run moves on. A performance spec whose
+confidence interval contains its bar raises :class:`Undecided` instead of a verdict.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from .tensors import randn
 
 class Blocked(pytest.skip.Exception):
     """A spec not run because its encoder cannot be judged (a skip, reported as ``blocked``)."""
+
+
+class Undecided(pytest.skip.Exception):
+    """A measured claim whose confidence interval straddles its bar (a skip, reported as
+    ``undecided``): noise never turns a run red, in either direction."""
 
 
 _PROBES: dict[tuple[str, str, str], str | None] = {}

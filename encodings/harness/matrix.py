@@ -11,6 +11,7 @@ every spec of one claim on one encoder:
 * ``unexpectedly holds``  - a declared refutation did not happen;
 * ``crashed``             - a spec raised anything but ClaimViolation;
 * ``timed out``           - a spec ran past its timeout (a crash, named so);
+* ``undecided``           - a measured claim whose confidence interval contains its bar;
 * ``blocked``             - not judged: the encoder breaks the shape contract, or an earlier
   spec of it timed out (the ``contract`` row, or the timed-out cell, says why);
 * ``n/a``                 - the claim does not apply to this encoder;
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 from .claims import CLAIMS, CONTRACT
 
-_PRIORITY = ("crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "holds")
+_PRIORITY = ("crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "undecided",
+             "holds")
 SURPRISES = ("unexpectedly failing", "unexpectedly holds", "crashed", "timed out", "blocked")
 SYMBOLS = {
     "holds": "ok",
@@ -34,6 +36,7 @@ SYMBOLS = {
     "crashed": "CRASH",
     "timed out": "TIME",
     "blocked": "BLOCK",
+    "undecided": "?",
     "n/a": ".",
     "not run": "-",
 }

@@ -45,6 +45,12 @@ def addoptions(parser) -> None:
     group.addoption("--profile-run-id", default="", help="run directory name (default: a timestamp)")
     group.addoption("--matrix-dir", default=None,
                     help="directory for verdicts.json and verdicts.md (default: reports)")
+    group.addoption("--perf-compare", default=None, metavar="RUN",
+                    help="compare this run's benchmarks with a saved run (number, file, or 'latest') and "
+                         "fail on regressions beyond --perf-fail")
+    group.addoption("--perf-fail", default=None, metavar="GATE",
+                    help="with --perf-compare: how much worse each metric may get, e.g. peak:5%%,kernels:0,xcopy:50%% "
+                         "(default: posenc.harness.history.DEFAULT_GATE)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class Settings:
     profile_run_dir: Path | None
     matrix_dir: Path
     hypothesis_profile: str
+    perf_compare: Path | None = None  # the saved run to compare with
+    perf_gates: tuple = ()
 
 
 def _value(config, option: str, variable: str | None, default: str) -> tuple[str, str]:
@@ -165,6 +173,28 @@ def _no_unknown_variables() -> None:
         _fail(f"unknown environment variable {unknown[0]}; the harness reads {', '.join(VARIABLES)}")
 
 
+def _perf_comparison(config) -> tuple[Path | None, tuple]:
+    from . import history
+
+    reference = config.getoption("perf_compare")
+    gate = config.getoption("perf_fail")
+    if reference is None:
+        if gate is not None:
+            _fail("--perf-fail needs --perf-compare RUN: the saved run to compare with")
+        return None, ()
+    try:
+        gates = tuple(history.parse_gate(gate or history.DEFAULT_GATE))
+    except ValueError as error:
+        _fail(f"--perf-fail: {error}")
+    storage = str(config.getoption("benchmark_storage", default="file://./.benchmarks"))
+    if "://" in storage and not storage.startswith("file://"):
+        _fail(f"--perf-compare reads file storage only, got --benchmark-storage {storage}")
+    try:
+        return history.find_run(Path(storage.removeprefix("file://")), reference), gates
+    except LookupError as error:
+        _fail(f"--perf-compare: {error}")
+
+
 def read(config) -> Settings:
     """Every option and variable, validated; raises ``pytest.UsageError`` on the first bad one."""
     _no_unknown_variables()
@@ -181,4 +211,5 @@ def read(config) -> Settings:
         profile_run_dir=_profile_run_dir(config),
         matrix_dir=_matrix_dir(config),
         hypothesis_profile=hypothesis_profile(config),
+        **dict(zip(("perf_compare", "perf_gates"), _perf_comparison(config))),
     )

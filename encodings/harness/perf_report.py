@@ -1,17 +1,35 @@
 """The performance summary printed at the end of a ``-m perf`` run, and its copy for TensorBoard.
 
-One table per benchmark group, one row per encoder: median time, ratio to the fastest, peak and
-static memory, minimum bytes moved, bandwidth and its ratio to a same-run copy, operator and
-kernel counts; then the notes of the claim measurements (PERF-1, PERF-2, LIN-1, ROPE-12).
+Printed last, after pytest-benchmark's own (narrowed) tables:
+
+* one table per benchmark group, one row per encoder: median time, ratio to the fastest, peak
+  and static memory, minimum bytes moved, bandwidth and ×copy, operator and kernel counts, and
+  the operator with the largest share of the call's time;
+* the notes of the claim measurements (PERF-1, PERF-2, LIN-1, ROPE-12);
+* the scaling table: time and peak memory against sequence length for every RoPE and attention
+  module, with log-log slopes;
+* regressions against a saved run, one line each (``--perf-compare``).
+
+With ``--profile`` the same tables go to TensorBoard's Text tab, the log-log plots and each
+benchmark's timeline to its Images tab: all of it readable with no network.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+
+WIDTH = 160
 
 
 def _mib(n) -> str:
     return f"{n / 2**20:7.2f}"
+
+
+def _top(row: dict) -> str:
+    top = row.get("top_ops") or []
+    return f"{top[0][0].removeprefix('aten::')[:18]} {top[0][1]:.0%}" if top else ""
 
 
 def summary_lines(benchmarks: list[dict]) -> list[str]:
@@ -19,50 +37,112 @@ def summary_lines(benchmarks: list[dict]) -> list[str]:
     groups: dict[str, list[dict]] = {}
     for b in benchmarks:
         groups.setdefault(b["group"], []).append(b)
-    header = (f"{'encoder':34s} {'median ms':>10s} {'×fastest':>8s} {'peak MiB':>8s} {'static MiB':>10s} "
-              f"{'min MB':>7s} {'GB/s':>7s} {'×copy':>6s} {'ops':>5s} {'kernels':>7s}")
+    header = (f"{'encoder':32s} {'median ms':>9s} {'×fast':>6s} {'peak MiB':>8s} {'stat MiB':>8s} "
+              f"{'min MB':>7s} {'GB/s':>7s} {'×copy':>6s} {'ops':>4s} {'kern':>4s}  top operator")
     for group, rows in groups.items():
         lines += ["", group, header]
         fastest = min(r["seconds"] for r in rows)
         for r in sorted(rows, key=lambda r: r["seconds"]):
             lines.append(
-                f"{r['encoder']:34s} {r['seconds'] * 1e3:10.3f} {r['seconds'] / fastest:8.2f} "
-                f"{_mib(r['peak_bytes'])} {_mib(r['static_bytes']):>10s} {r['min_bytes'] / 1e6:7.2f} "
-                f"{r['bandwidth_GBps']:7.2f} {r['roofline_ratio']:6.3f} {r['op_count']:5d} {r['kernel_count']:7d}"
+                f"{r['encoder'][:32]:32s} {r['seconds'] * 1e3:9.3f} {r['seconds'] / fastest:6.2f} "
+                f"{_mib(r['peak_bytes']):>8s} {_mib(r['static_bytes']):>8s} {r['min_bytes'] / 1e6:7.2f} "
+                f"{r['bandwidth_GBps']:7.2f} {r['roofline_ratio']:6.3f} {r['op_count']:4d} {r['kernel_count']:4d}  "
+                f"{_top(r)}"
             )
         by_name = {r["encoder"]: r for r in rows}
         if "rope_compiled" in by_name and "rope_interleaved" in by_name:
             fused, eager = by_name["rope_compiled"], by_name["rope_interleaved"]
             lines.append(f"fused RoPE: time rope_compiled / rope_interleaved = {fused['seconds'] / eager['seconds']:.3f}, "
-                         f"{fused['roofline_ratio']:.3f} of the copy roofline "
-                         f"(eager {eager['roofline_ratio']:.3f}); kernels {fused['kernel_count']} vs {eager['kernel_count']}")
+                         f"×copy {fused['roofline_ratio']:.3f} (eager {eager['roofline_ratio']:.3f}); "
+                         f"kernels {fused['kernel_count']} vs {eager['kernel_count']}")
     return lines
 
 
+def scaling_lines(scaling: list[dict]) -> list[str]:
+    """Time and peak memory against sequence length, one row per encoder, with log-log slopes."""
+    if not scaling:
+        return []
+    lengths = scaling[0]["lengths"]
+    first = scaling[0]
+    lines = ["", f"scaling: forward at batch 1, d_model {first['d_model']}, {first['n_heads']} heads, float32, "
+                 f"{first['device']}; each cell: median ms / peak MiB; slope k of cost ∝ n^k",
+             f"{'encoder':32s}" + "".join(f" {f'n={n}':>15s}" for n in lengths) + f" {'k time':>7s} {'k mem':>6s}"]
+    for row in sorted(scaling, key=lambda r: (r["device"], r["encoder"])):
+        cells = "".join(f" {f'{t * 1e3:.3g} / {p / 2**20:.3g}':>15s}" for t, p in zip(row["seconds"], row["peak_bytes"]))
+        lines.append(f"{row['encoder'][:32]:32s}{cells} {row['time_slope']:7.2f} {row['memory_slope']:6.2f}")
+    return lines
+
+
+def scaling_plots(scaling: list[dict]) -> dict[str, object]:
+    from . import plots
+
+    def series(field, scale):
+        return {f"{r['encoder']} ({r['device']})": [(n, v * scale) for n, v in zip(r["lengths"], r[field])]
+                for r in scaling}
+
+    return {
+        "scaling_time": plots.loglog_plot(series("seconds", 1e3), title="forward time against sequence length",
+                                          xlabel="sequence length n", ylabel="median ms"),
+        "scaling_peak_memory": plots.loglog_plot(series("peak_bytes", 2.0**-20),
+                                                 title="peak memory against sequence length",
+                                                 xlabel="sequence length n", ylabel="peak MiB"),
+    }
+
+
 def report(terminalreporter, perf) -> None:
-    """The benchmark tables and the claim measurements of this run, and their TensorBoard copy."""
-    if not (perf.benchmarks or perf.notes):
+    """The benchmark tables, claim notes, scaling table and regressions, and their TensorBoard copy."""
+    if not (perf.benchmarks or perf.notes or perf.scaling or perf.regressions):
         return
+    write = terminalreporter.write_line
     terminalreporter.section("posenc performance (per group: one row per encoder)")
     if perf.benchmarks:
         device_names = sorted({b["device_name"] for b in perf.benchmarks})
-        terminalreporter.write_line("measured on: " + "; ".join(device_names) + f"; torch {torch.__version__}")
-        terminalreporter.write_line("×copy = achieved bandwidth of the minimum bytes / bandwidth of a copy of "
-                                    "the same bytes, same device, same run")
+        write("measured on: " + "; ".join(device_names) + f"; torch {torch.__version__}")
+        write("×copy = time of a copy of the call's minimum bytes / time of the call, timed interleaved")
         for line in summary_lines(perf.benchmarks):
-            terminalreporter.write_line(line)
+            write(line)
     for note in perf.notes:
-        terminalreporter.write_line(note)
+        write(note)
+    for line in scaling_lines(perf.scaling):
+        write(line)
+    for line in perf.regressions:
+        write(line, red=True)
     if perf.run_dir is not None and perf.run_dir.exists():
-        _write_summary_text(perf.run_dir, perf.benchmarks, perf.notes)
-        terminalreporter.write_line(f"profiles: {perf.run_dir}  (tensorboard --logdir {perf.run_dir.parent})")
+        written = write_tensorboard(perf)
+        write(f"profiles: {perf.run_dir} ({written}; tensorboard --logdir {perf.run_dir.parent})")
 
 
-def _write_summary_text(run_dir, benchmarks, notes) -> None:
-    """The summary table in TensorBoard's Text tab: an offline cluster sees it without the
-    profiler plug-in's Overview, whose charts load from the internet."""
+def _as_tensor(image) -> torch.Tensor:
+    rgb = image.convert("RGB")
+    return torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8).view(rgb.height, rgb.width, 3)
+
+
+def write_tensorboard(perf) -> str:
+    """Tables to the Text tab, scaling plots and timelines to the Images tab (all offline)."""
     from torch.utils.tensorboard import SummaryWriter
 
-    lines = summary_lines(benchmarks) + [""] + list(notes)
+    from . import plots
+
+    run_dir: Path = perf.run_dir
+    images = 0
     with SummaryWriter(log_dir=str(run_dir / "summaries")) as writer:
+        lines = summary_lines(perf.benchmarks) + [""] + list(perf.notes) + scaling_lines(perf.scaling)
         writer.add_text("benchmarks", "```\n" + "\n".join(lines).strip() + "\n```")
+        if perf.scaling:
+            for name, image in scaling_plots(perf.scaling).items():
+                image.save(run_dir / f"{name}.png")
+                writer.add_image(f"scaling/{name}", _as_tensor(image), dataformats="HWC")
+                images += 1
+        for bench in perf.benchmarks:
+            if "timeline" not in bench:
+                continue
+            from PIL import Image
+
+            tag = Path(bench["timeline"]).parent.name
+            writer.add_image(f"timeline/{tag}", _as_tensor(Image.open(bench["timeline"])), dataformats="HWC")
+            top = plots.top_operators_from_trace(bench["trace"][0])
+            table = "| operator | own ms in one step | calls |\n|---|---|---|\n" + "\n".join(
+                f"| `{name}` | {ms:.4f} | {calls} |" for name, ms, calls in top)
+            writer.add_text(f"top_operators/{tag}", table)
+            images += 1
+    return f"{images} images and the tables in TensorBoard"

@@ -34,3 +34,7 @@ PERF2_FACTOR = 2.0
 LINEAR_SLOPE_LIMIT = 1.5
 ROPE12_OVERHEAD_LIMIT = 0.10
 ROPE12_NOISE = 0.05
+#: A measured ratio whose 95% interval lies within this distance of its bar is "undecided": the
+#: bars are round numbers, and a verdict that a different machine could flip is no verdict.
+PERF1_EQUIVALENCE = 0.02
+ROPE12_EQUIVALENCE = 0.02

@@ -216,9 +216,10 @@ def cuda_event_times(fn: Callable[[], object], reps: int = 20, warmup: int = 3) 
     return out
 
 
-def interleaved_medians(fns: Mapping[str, Callable[[], object]], *, min_time: float = 1.0,
-                        min_rounds: int = 15, max_rounds: int = 2000) -> dict[str, float]:
-    """Median seconds per call of each function, timed in alternation so drift hits all alike."""
+def interleaved_samples(fns: Mapping[str, Callable[[], object]], *, min_time: float = 1.0,
+                        min_rounds: int = 15, max_rounds: int = 2000) -> dict[str, list[float]]:
+    """Seconds per call of each function, one sample per round, timed in alternation (the order
+    rotates every round) so drift hits all alike; sample ``i`` of every function is round ``i``."""
     names = list(fns)
     for name in names:
         fns[name]()
@@ -231,7 +232,26 @@ def interleaved_medians(fns: Mapping[str, Callable[[], object]], *, min_time: fl
             fns[name]()
             samples[name].append((time.perf_counter_ns() - t0) * 1e-9)
         rounds += 1
-    return {name: median(s) for name, s in samples.items()}
+    return samples
+
+
+def interleaved_medians(fns: Mapping[str, Callable[[], object]], **options) -> dict[str, float]:
+    """Median seconds per call of each function, timed in alternation (:func:`interleaved_samples`)."""
+    return {name: median(s) for name, s in interleaved_samples(fns, **options).items()}
+
+
+def ratio_interval(numerator: list[float], denominator: list[float], *, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Median of the per-round ratios ``numerator[i] / denominator[i]`` and its bootstrap
+    percentile confidence interval: ``(estimate, low, high)``."""
+    import random
+
+    ratios = [a / b for a, b in zip(numerator, denominator)]
+    generator = random.Random(seed)
+    medians = sorted(statistics.median(generator.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    low, high = medians[int(tail * resamples)], medians[min(int((1 - tail) * resamples), resamples - 1)]
+    return statistics.median(ratios), low, high
 
 
 # ---------------------------------------------------------------- roofline
@@ -281,12 +301,54 @@ def _aten_ancestor(event) -> bool:
     return False
 
 
+_DISPATCH: dict[tuple[str, str], bool] = {}
+
+
+def _registered_for(name: str, key: str) -> bool:
+    """Whether any overload of the operator ``name`` has a kernel for dispatch key ``key``."""
+    if (name, key) not in _DISPATCH:
+        packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+        found = False
+        for overload in (packet.overloads() if packet is not None else ()):
+            qualified = name if overload == "default" else f"{name}.{overload}"
+            try:
+                found = found or torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)
+            except RuntimeError:
+                continue
+        _DISPATCH[(name, key)] = found
+    return _DISPATCH[(name, key)]
+
+
+def computes(event) -> bool:
+    """An ``aten::`` operator that runs a kernel of its own on the CPU.
+
+    Counted: operators with a CPU kernel (``cumsum``, ``mul``, ``addmm``, ``cat`` …) and
+    ``CompositeExplicitAutograd`` operators that do their own work (``copy_``). Not counted:
+    views, allocations and other metadata operators (:data:`NO_KERNEL_OPS`); operators that
+    only call others, ``CompositeImplicitAutograd`` ones (``linear``, ``softmax``, ``to``) and
+    explicit composites whose work a computing child does (``stack`` by ``cat``, ``_to_copy``
+    by ``copy_``).
+    """
+    name = event.name
+    if not name.startswith("aten::") or name in NO_KERNEL_OPS:
+        return False
+    if _registered_for(name, "CPU"):
+        return True
+    if _registered_for(name, "CompositeExplicitAutograd"):
+        return not _computing_below(event)
+    return False
+
+
+def _computing_below(event) -> bool:
+    return any(computes(child) or _computing_below(child) for child in event.cpu_children)
+
+
 def count_ops(fn: Callable[[], object], device: str) -> dict[str, int]:
     """Operators dispatched (``aten::`` calls not nested in another) and kernels run by one ``fn()``.
 
-    Kernels: on CUDA the device kernels the profiler saw; on CPU the ``aten::`` leaf operators
-    that compute (views and allocations excluded) plus each call of a compiled graph (counted as
-    one: Inductor's C++ kernels are not recorded individually).
+    Kernels: on CUDA the device kernels the profiler saw; on CPU the ``aten::`` operators that
+    :func:`computes` accepts, plus each call of a compiled graph (counted as one: Inductor's C++
+    kernels are not recorded individually).
     """
     from torch.profiler import ProfilerActivity, profile
 
@@ -303,10 +365,17 @@ def count_ops(fn: Callable[[], object], device: str) -> dict[str, int]:
         kernels = sum(1 for e in prof.profiler.kineto_results.events()
                       if e.device_type() == torch.autograd.DeviceType.CUDA and e.activity_type() == "kernel")
     else:
-        leaves = [e for e in aten if not e.cpu_children and e.name not in NO_KERNEL_OPS]
         compiled = [e for e in events if e.name.startswith("## Call CompiledFxGraph")]
-        kernels = len(leaves) + len(compiled)
-    return {"op_count": ops, "kernel_count": kernels}
+        kernels = sum(1 for e in aten if computes(e)) + len(compiled)
+    return {"op_count": ops, "kernel_count": kernels, "top_ops": top_operators(prof, on_cuda)}
+
+
+def top_operators(prof, on_cuda: bool, count: int = 3) -> list[tuple[str, float]]:
+    """The operators with the largest self time in one call, and their share of it."""
+    rows = [(e.key, e.self_device_time_total if on_cuda else e.self_cpu_time_total)
+            for e in prof.key_averages() if e.key.startswith("aten::") or e.key.startswith("## Call")]
+    total = sum(t for _, t in rows) or 1.0
+    return [(name, time / total) for name, time in sorted(rows, key=lambda r: -r[1])[:count] if time > 0]
 
 
 def write_trace(fn: Callable[[], object], directory: str | Path, worker_name: str, device: str,

@@ -39,9 +39,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from . import isolation, machine, options, parallel, perf_report, registry, reports
+from . import history, isolation, machine, options, parallel, perf_report, registry, reports
 from .claims import CLAIMS, CONTRACT, ClaimViolation
-from .contract import Blocked, contract_problem
+from .contract import Blocked, Undecided, contract_problem
 from .matrix import SURPRISES, Outcome, build_matrix, render_markdown, render_text
 from .records import EncoderRecord
 from .running import RunningSpec, running
@@ -57,6 +57,8 @@ class PerfSession:
     run_dir: Path | None  # set by --profile
     benchmarks: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    scaling: list[dict] = field(default_factory=list)  # time and memory against length, per encoder
+    regressions: list[str] = field(default_factory=list)  # against --perf-compare
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -138,6 +140,7 @@ def pytest_configure(config):
     records = _select(settings)
     if settings.perf_threads:
         torch.set_num_threads(settings.perf_threads)
+    _narrow_benchmark_tables(config)
     perf = PerfSession(records, settings.device, settings.perf_devices, settings.profile_run_dir)
     state = HarnessState(settings, records, perf, reports.new_run_id(), reports.now())
     config.stash[_STATE] = state
@@ -147,6 +150,15 @@ def pytest_configure(config):
         config.pluginmanager.register(OutcomeCollector(state), "posenc-outcomes")
         state.active = reports.ActiveRun.begin(settings.matrix_dir, state.run_id)
         _interrupt_on_sigterm()
+
+
+def _narrow_benchmark_tables(config) -> None:
+    """pytest-benchmark's tables with a few columns and short names, so nothing is wider than 160
+    columns; ``--benchmark-columns`` and ``--benchmark-name long`` bring its full tables back."""
+    if getattr(config.option, "benchmark_columns", "absent") is None:
+        config.option.benchmark_columns = ["median", "iqr", "rounds"]
+    if getattr(config.option, "benchmark_name", None) == "normal":
+        config.option.benchmark_name = "short"
 
 
 def selected_records(config) -> list[EncoderRecord]:
@@ -319,7 +331,9 @@ def _state_of(report, call, timeout: float | None) -> str | None:
     if report.skipped:
         if hasattr(report, "wasxfail"):
             return "refuted"
-        return "blocked" if call.excinfo is not None and call.excinfo.errisinstance(Blocked) else None
+        if call.excinfo is not None and call.excinfo.errisinstance(Blocked):
+            return "blocked"
+        return "undecided" if call.excinfo is not None and call.excinfo.errisinstance(Undecided) else None
     if report.passed:
         return "unexpectedly holds" if hasattr(report, "wasxfail") else "holds"
     if call.excinfo is None:  # failed without an exception: a strict expected failure passed
@@ -346,6 +360,8 @@ def pytest_runtest_makereport(item, call):
     if state == "timed out":
         message = f"timeout: no result after {timeout:g} s"
         item.config.stash[_STATE].timed_out.setdefault(record.name, item.originalname)
+    elif state == "unexpectedly holds":
+        message = f"declared refuted ({record.declared(claim).reason}), but the spec found no violation"
     elif call.excinfo is not None:
         message = _first_line(str(call.excinfo.value)) or call.excinfo.typename
         if state == "crashed":
@@ -435,6 +451,7 @@ def pytest_sessionfinish(session, exitstatus):
     state.status = _status(session, exitstatus)
     if state.active:
         state.active.end()
+    _compare_benchmarks(session, state)
     if not state.outcomes:
         return
     matrix = build_matrix(state.records, state.outcomes, state.expected, complete=state.status == "complete")
@@ -443,17 +460,43 @@ def pytest_sessionfinish(session, exitstatus):
     state.written = reports.write(state.settings.matrix_dir, state.run_id, payload, render_markdown(matrix))
 
 
+def _compare_benchmarks(session, state: HarnessState) -> None:
+    """``--perf-compare``: this run's benchmarks against a saved run; a regression fails the run."""
+    settings, perf = state.settings, state.perf
+    if settings.perf_compare is None or not perf.benchmarks:
+        return
+    current = history.Run(Path("this run"), "this run", "", "", {
+        history.benchmark_key({"extra_info": b}): {
+            metric: float(b[where.split(".")[1]] if where.startswith("extra_info") else b["seconds"])
+            for metric, (where, *_rest) in history.METRICS.items()
+            if where.startswith("stats") or where.split(".")[1] in b}
+        for b in perf.benchmarks})
+    saved = history.read_run(settings.perf_compare)
+    perf.regressions = history.regressions(saved, current, list(settings.perf_gates))
+    compared = len(set(saved.rows) & set(current.rows))
+    perf.notes.append(f"compared {compared} benchmarks with saved run {saved.number} ({settings.perf_compare.name}), "
+                      f"gate {','.join(map(str, settings.perf_gates))}: {len(perf.regressions)} regression(s)")
+    if perf.regressions and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, config):
+    """The verdict matrix, then posenc's performance tables: printed after pytest-benchmark's."""
     state = config.stash.get(_STATE, None)
     if state is None or _is_worker(config):
         return
+    if state.written is not None:
+        matrix = build_matrix(state.records, state.outcomes, state.expected, complete=state.status == "complete")
+        judged = {o.claim for o in state.outcomes}
+        shown = {claim: row for claim, row in matrix.items() if claim in judged}
+        terminalreporter.section(f"verdict matrix (claims × encoders), run {state.status}")
+        terminalreporter.write_line(render_text(shown))
+        if len(shown) < len(matrix):
+            terminalreporter.write_line(f"({len(matrix) - len(shown)} rows with no spec run are left out here; "
+                                        f"every row is in {state.written.run_markdown})")
+        written = state.written
+        terminalreporter.write_line(f"written: {written.run_json}, {written.run_markdown}; {written.note}")
+        for o in (o for o in state.outcomes if o.state in SURPRISES):
+            terminalreporter.write_line(f"{o.state}: {o.claim} on {o.encoder} ({o.spec}): {o.message}")
     perf_report.report(terminalreporter, state.perf)
-    if state.written is None:
-        return
-    matrix = build_matrix(state.records, state.outcomes, state.expected, complete=state.status == "complete")
-    terminalreporter.section(f"verdict matrix (claims × encoders), run {state.status}")
-    terminalreporter.write_line(render_text(matrix))
-    written = state.written
-    terminalreporter.write_line(f"written: {written.run_json}, {written.run_markdown}; {written.note}")
-    for o in (o for o in state.outcomes if o.state in SURPRISES):
-        terminalreporter.write_line(f"{o.state}: {o.claim} on {o.encoder} ({o.spec}): {o.message}")

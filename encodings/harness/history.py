@@ -1,0 +1,208 @@
+"""Benchmark histories: compare saved pytest-benchmark runs on time, memory, ×copy and kernels.
+
+pytest-benchmark saves each ``--benchmark-autosave`` run as ``<storage>/<machine>/NNNN_*.json``;
+every benchmark of ``specs/test_perf.py`` carries the harness's measurements in ``extra_info``.
+This module reads those files and compares two runs, row by row:
+
+* ``time`` - pytest-benchmark's median (noisy on a shared machine: shown, not gated by default);
+* ``peak``, ``static`` - peak bytes of one call and bytes kept between calls (deterministic);
+* ``xcopy`` - time of a copy of the same bytes over the time of the call, both timed interleaved
+  in the same run: a machine that is slower for everyone moves both, so it survives noise;
+* ``kernels`` - kernels one call runs (deterministic).
+
+A gate (``peak:5%,kernels:0,xcopy:30%``) names, per metric, how much worse "after" may be than
+"before": a percentage or an absolute amount. :data:`DEFAULT_GATE` is the one whose false-alarm
+rate README reports.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: metric -> (where it lives, label, unit scale, unit, higher is better)
+METRICS: dict[str, tuple[str, str, float, str, bool]] = {
+    "time": ("stats.median", "median time", 1e3, "ms", False),
+    "peak": ("extra_info.peak_bytes", "peak memory", 2.0**-20, "MiB", False),
+    "static": ("extra_info.static_bytes", "static memory", 2.0**-20, "MiB", False),
+    "xcopy": ("extra_info.roofline_ratio", "×copy", 1.0, "", True),
+    "kernels": ("extra_info.kernel_count", "kernels", 1.0, "", False),
+}
+DEFAULT_GATE = "peak:5%,static:5%,kernels:0,xcopy:50%"
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    number: str
+    commit: str
+    datetime: str
+    rows: dict[str, dict[str, float]]  # benchmark key -> metric -> value
+
+
+def benchmark_key(benchmark: dict) -> str:
+    info = benchmark.get("extra_info", {})
+    if {"device", "mode", "batch", "encoder"} <= set(info):
+        mode = info["mode"].replace("forward", "fwd").replace("backward", "bwd")
+        dtype = "" if info.get("dtype", "float32") == "float32" else f" {info['dtype']}"
+        return f"{info['device']} {mode} b{info['batch']}{dtype} {info['encoder']}"
+    return benchmark["name"]
+
+
+def _value(benchmark: dict, where: str):
+    section, field = where.split(".")
+    return benchmark.get(section, {}).get(field)
+
+
+def read_run(path: Path) -> Run:
+    data = json.loads(Path(path).read_text())
+    rows = {}
+    for benchmark in data.get("benchmarks", []):
+        values = {m: _value(benchmark, spec[0]) for m, spec in METRICS.items()}
+        rows[benchmark_key(benchmark)] = {m: float(v) for m, v in values.items() if v is not None}
+    number = Path(path).name.split("_", 1)[0]
+    return Run(Path(path), number, data.get("commit_info", {}).get("id", "")[:10], data.get("datetime", ""), rows)
+
+
+def saved_runs(storage: Path) -> list[Path]:
+    """Every saved run under ``storage`` (a pytest-benchmark storage folder), oldest first."""
+    storage = Path(str(storage).removeprefix("file://"))
+    return sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_*.json"), key=lambda p: (p.name, str(p.parent)))
+
+
+def find_run(storage: Path, reference: str) -> Path:
+    """A run by file path, by number (``0003`` or ``3``), or ``latest`` / ``previous``."""
+    if Path(reference).is_file():
+        return Path(reference)
+    runs = saved_runs(storage)
+    if not runs:
+        raise LookupError(f"no saved benchmark runs under {storage} (run pytest -m perf --benchmark-autosave)")
+    if reference in ("latest", "previous"):
+        index = -1 if reference == "latest" else -2
+        if len(runs) < -index:
+            raise LookupError(f"{reference}: only {len(runs)} saved run(s) under {storage}")
+        return runs[index]
+    if reference.isdigit():
+        matches = [p for p in runs if p.name.startswith(f"{int(reference):04d}_")]
+        if matches:
+            return matches[-1]
+    raise LookupError(f"no saved run {reference!r} under {storage}; saved: "
+                      + ", ".join(p.name.split("_", 1)[0] for p in runs))
+
+
+# ---------------------------------------------------------------- comparison and gates
+
+@dataclass(frozen=True)
+class Gate:
+    metric: str
+    amount: float
+    relative: bool
+
+    def __str__(self) -> str:
+        return f"{self.metric}:{self.amount * 100:g}%" if self.relative else f"{self.metric}:{self.amount:g}"
+
+
+def parse_gate(text: str) -> list[Gate]:
+    """``peak:5%,kernels:0`` -> gates; every error names the part and what is allowed."""
+    gates = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        match = re.fullmatch(r"([a-z]+):([0-9.]+)(%?)", part)
+        if not match or match.group(1) not in METRICS:
+            raise ValueError(f"gate {part!r}: expected METRIC:AMOUNT or METRIC:PERCENT% with METRIC one of "
+                             f"{', '.join(METRICS)} (e.g. {DEFAULT_GATE})")
+        metric, amount, percent = match.groups()
+        gates.append(Gate(metric, float(amount) / (100 if percent else 1), bool(percent)))
+    return gates
+
+
+def worsening(metric: str, before: float, after: float) -> tuple[float, float]:
+    """(absolute, relative) change for the worse: positive when ``after`` is worse."""
+    higher_is_better = METRICS[metric][4]
+    change = (before - after) if higher_is_better else (after - before)
+    return change, (change / abs(before) if before else (float("inf") if change > 0 else 0.0))
+
+
+def regressions(before: Run, after: Run, gates: list[Gate]) -> list[str]:
+    """One line per benchmark and metric that got worse by more than its gate."""
+    lines = []
+    for key in sorted(set(before.rows) & set(after.rows)):
+        for gate in gates:
+            b, a = before.rows[key].get(gate.metric), after.rows[key].get(gate.metric)
+            if b is None or a is None:
+                continue
+            absolute, relative = worsening(gate.metric, b, a)
+            if (relative if gate.relative else absolute) > gate.amount:
+                _, label, scale, unit, _ = METRICS[gate.metric]
+                lines.append(f"REGRESSION {key}: {label} {b * scale:.4g} → {a * scale:.4g} {unit}".rstrip()
+                             + f" ({relative:+.1%} worse; gate {gate})")
+    return lines
+
+
+def comparison_rows(before: Run, after: Run, sort: bool = False) -> list[dict]:
+    rows = []
+    for key in sorted(set(before.rows) | set(after.rows)):
+        row = {"benchmark": key}
+        for metric in METRICS:
+            b, a = before.rows.get(key, {}).get(metric), after.rows.get(key, {}).get(metric)
+            delta = None if b is None or a is None or b == 0 else (a - b) / abs(b)
+            row.update({f"{metric}_before": b, f"{metric}_after": a, f"{metric}_delta": delta})
+        rows.append(row)
+    if sort:
+        def worst(row):
+            return max((abs(row[f"{m}_delta"]) for m in METRICS if row[f"{m}_delta"] is not None), default=0.0)
+        rows.sort(key=worst, reverse=True)
+    return rows
+
+
+def _cell(value, scale) -> str:
+    return "-" if value is None else f"{value * scale:.4g}"
+
+
+def _delta(value) -> str:
+    return "" if value is None else f"{value:+.1%}"
+
+
+def render_table(rows: list[dict]) -> str:
+    """Before, after and delta per metric, one row per benchmark (fits in 160 columns)."""
+    width = max([len(r["benchmark"]) for r in rows] + [9])
+    header = f"{'benchmark':<{width}}"
+    for metric, (_, _, _, unit, _) in METRICS.items():
+        header += f" {metric + (f' ({unit})' if unit else ''):>21}"
+    lines = ["each cell: before→after, change", header, "-" * len(header)]
+    for row in rows:
+        line = f"{row['benchmark']:<{width}}"
+        for metric, (_, _, scale, _, _) in METRICS.items():
+            pair = f"{_cell(row[f'{metric}_before'], scale)}→{_cell(row[f'{metric}_after'], scale)}"
+            line += f" {pair:>14}{_delta(row[f'{metric}_delta']):>7}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def render_csv(rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else ["benchmark"])
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def write_trend(storage: Path, logdir: Path, metrics=tuple(METRICS)) -> list[str]:
+    """Every saved run as TensorBoard scalars ``history/<metric>/<benchmark>`` with the run number
+    as step, so a trend over many commits shows in the Scalars tab (offline)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    tags = set()
+    with SummaryWriter(log_dir=str(logdir)) as writer:
+        for path in saved_runs(storage):
+            run = read_run(path)
+            for key, values in run.rows.items():
+                for metric in metrics:
+                    if metric in values:
+                        tag = f"history/{metric}/{key.replace(' ', '_')}"
+                        writer.add_scalar(tag, values[metric] * METRICS[metric][2], global_step=int(run.number))
+                        tags.add(tag)
+    return sorted(tags)

@@ -1,0 +1,59 @@
+"""Compare saved benchmark runs: ``python -m posenc compare [BEFORE] [AFTER]``.
+
+Reads pytest-benchmark's histories (``pytest specs -m perf --benchmark-autosave``) and prints,
+per benchmark, before → after and the change of median time, peak and static memory, ×copy and
+kernel count. ``--fail GATE`` exits 1 with one line per regression (default gate:
+``posenc.harness.history.DEFAULT_GATE``); ``--trend DIR`` writes every saved run as TensorBoard
+scalars with the run number as step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from posenc.harness import history
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m posenc compare", description=__doc__.splitlines()[0])
+    parser.add_argument("before", nargs="?", default="previous", help="run number, file, or 'previous' (default)")
+    parser.add_argument("after", nargs="?", default="latest", help="run number, file, or 'latest' (default)")
+    parser.add_argument("--storage", default=".benchmarks", help="pytest-benchmark storage folder (default .benchmarks)")
+    parser.add_argument("--sort", action="store_true", help="largest change first")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--csv", action="store_true", help="print CSV")
+    output.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--fail", nargs="?", const=history.DEFAULT_GATE, default=None, metavar="GATE",
+                        help=f"exit 1 if a metric got worse than GATE allows (default {history.DEFAULT_GATE})")
+    parser.add_argument("--trend", metavar="LOGDIR", help="write every saved run as TensorBoard scalars into LOGDIR")
+    args = parser.parse_args(argv)
+    try:
+        gates = history.parse_gate(args.fail) if args.fail else []
+        before = history.read_run(history.find_run(Path(args.storage), args.before))
+        after = history.read_run(history.find_run(Path(args.storage), args.after))
+    except (LookupError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rows = history.comparison_rows(before, after, sort=args.sort)
+    if args.csv:
+        print(history.render_csv(rows), end="")
+    elif args.json:
+        print(json.dumps({"before": str(before.path), "after": str(after.path), "rows": rows}, indent=2))
+    else:
+        print(f"before: run {before.number} ({before.commit}, {before.datetime})")
+        print(f"after:  run {after.number} ({after.commit}, {after.datetime})")
+        print(history.render_table(rows))
+    if args.trend:
+        tags = history.write_trend(Path(args.storage), Path(args.trend))
+        print(f"trend: {len(tags)} scalar tags in {args.trend}", file=sys.stderr)
+    found = history.regressions(before, after, gates)
+    for line in found:
+        print(line, file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

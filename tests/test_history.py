@@ -1,0 +1,130 @@
+"""Benchmark histories: comparison of saved runs, and gates that fail only on real regressions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from posenc.harness import history
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("history")  # the saved runs below are built once, in one worker
+
+PROBE = '''
+import os
+import torch
+import posenc
+
+
+class ProbeRoPE(posenc.RotaryEmbedding):
+    """A correct RoPE that, when PROBE_EXTRA_FLOATS is set, also fills a scratch buffer per call."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        extra = int(os.environ.get("PROBE_EXTRA_FLOATS", "0"))
+        if extra:
+            scratch = torch.ones(extra, device=x.device)
+            x = x + scratch[:1] * 0
+        return super().forward(x, positions, offset=offset)
+
+
+posenc.register(posenc.EncoderRecord(
+    name="probe_rope", kind="rotary", source="tests/test_history.py",
+    build=lambda c: ProbeRoPE(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
+    geometry=posenc.RotaryGeometry(), claims=posenc.rotary_claims()))
+'''
+ONE_BENCHMARK = ("-m", "perf", "-k", "test_benchmark and b1 and not backward", "--encoders", "probe_rope",
+                 "--benchmark-min-rounds=5", "--benchmark-max-time=0.2")
+
+
+def run_perf(tmp: Path, *args, extra_floats: int = 0):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    env["PROBE_EXTRA_FLOATS"] = str(extra_floats)
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+               "--plugin", str(tmp / "probe_rope.py"), "--matrix-dir", str(tmp / "reports"),
+               f"--benchmark-storage=file://{tmp / 'benchmarks'}", *ONE_BENCHMARK, *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def histories(tmp_path_factory):
+    """Two saved runs of one benchmark; the second allocates 4 MiB more per call."""
+    tmp = tmp_path_factory.mktemp("history")
+    (tmp / "probe_rope.py").write_text(textwrap.dedent(PROBE))
+    for extra in (0, 1 << 20):
+        result = run_perf(tmp, "--benchmark-autosave", extra_floats=extra)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return tmp
+
+
+def compare(tmp: Path, *args):
+    return subprocess.run([sys.executable, "-m", "posenc", "compare", "--storage", str(tmp / "benchmarks"), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_comparison_shows_the_memory_regression(histories):
+    shown = compare(histories, "1", "2")
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("cpu fwd b1 probe_rope"))
+    assert "+" in row and max(len(line) for line in shown.stdout.splitlines()) <= 160
+    rows = json.loads(compare(histories, "1", "2", "--json").stdout)["rows"]
+    (probe,) = rows
+    assert probe["peak_after"] - probe["peak_before"] >= 4 * 2**20 * 0.99  # the 4 MiB scratch buffer
+    assert probe["kernels_after"] > probe["kernels_before"]  # filling it and adding it are kernels too
+    assert compare(histories, "1", "2", "--csv").stdout.splitlines()[0].startswith("benchmark,time_before")
+
+
+def test_memory_gate_fails_with_one_line(histories):
+    gated = compare(histories, "1", "2", "--fail", "peak:5%")
+    assert gated.returncode == 1
+    (line,) = gated.stderr.splitlines()
+    assert line.startswith("REGRESSION cpu fwd b1 probe_rope: peak memory") and "gate peak:5%" in line
+    assert compare(histories, "2", "1", "--fail", "peak:5%").returncode == 0  # less memory is no regression
+
+
+def test_the_gate_inside_pytest_ends_with_one_line_and_a_normal_summary(histories):
+    result = run_perf(histories, "--perf-compare", "1", "--perf-fail", "peak:5%,kernels:0", extra_floats=1 << 20)
+    assert result.returncode == 1, result.stdout[-2000:]
+    regressions = [line for line in result.stdout.splitlines() if line.startswith("REGRESSION")]
+    assert len(regressions) == 2, regressions  # peak memory and kernel count of the one benchmark
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.rstrip().splitlines()[-1].strip("= ").startswith("1 passed")
+    clean = run_perf(histories, "--perf-compare", "1", "--perf-fail", "peak:5%,kernels:0")
+    assert clean.returncode == 0, clean.stdout[-2000:]
+
+
+def test_trend_over_saved_runs_goes_to_tensorboard(histories, tmp_path):
+    result = compare(histories, "--trend", str(tmp_path / "trend"))
+    assert result.returncode == 0 and "trend: 5 scalar tags" in result.stderr
+    assert list((tmp_path / "trend").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("peak:5", None), ("peak:5%,kernels:0", None), ("speed:5%", "METRIC one of time, peak"), ("peak", "METRIC:AMOUNT"),
+])
+def test_gate_parsing(text, message):
+    if message is None:
+        assert [str(g) for g in history.parse_gate(text)] == text.split(",")
+    else:
+        with pytest.raises(ValueError, match=message):
+            history.parse_gate(text)
+
+
+def _run(**metrics) -> history.Run:
+    return history.Run(Path("x"), "1", "", "", {"cpu fwd b1 x": metrics})
+
+
+def test_gates_judge_the_direction_of_each_metric():
+    before = _run(time=1.0, peak=100.0, xcopy=0.5, kernels=4)
+    assert history.regressions(before, _run(time=5.0, peak=100.0, xcopy=0.5, kernels=4),
+                               history.parse_gate(history.DEFAULT_GATE)) == []  # raw time is not gated
+    worse = history.regressions(before, _run(time=1.0, peak=106.0, xcopy=0.2, kernels=5),
+                                history.parse_gate("peak:5%,xcopy:50%,kernels:0"))
+    assert [line.split(":")[1].strip().split()[0] for line in worse] == ["peak", "×copy", "kernels"]
+    assert history.regressions(before, _run(time=1.0, peak=90.0, xcopy=0.9, kernels=3),
+                               history.parse_gate("peak:0,xcopy:0,kernels:0")) == []
