@@ -49,6 +49,7 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
     benchmark(work.call)
     stats = getattr(benchmark, "stats", None)
     seconds = stats.stats.median if stats is not None else profiling.median(profiling.time_call(work.call))
+    spread = stats.stats.iqr / stats.stats.median if stats is not None and stats.stats.median else 0.0
     # ×copy: the call and a copy of its minimum bytes, timed in alternation, so drift hits both
     paired = profiling.interleaved_medians({"call": work.call, "copy": profiling.copy_call(work.min_bytes, device)},
                                            min_time=0.5)
@@ -65,6 +66,7 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
             "d_model": profiling.DOC_D_MODEL,
             "n_heads": profiling.DOC_HEADS,
             "seconds": seconds,
+        "spread": spread,  # IQR / median of pytest-benchmark's rounds: this run's own timing noise
             "peak_bytes": profiling.peak_memory(work.call, device),
             **work.static,
             "min_bytes": work.min_bytes,

@@ -45,14 +45,14 @@ def _cfg(head_dim, n_heads):
 @given(seed=draws.seeds, position=st.integers(0, 5000))
 @example(seed=0, position=3)
 def test_two_dimensional_rotation_is_the_explicit_matrix(record, dtype, seed, position):
-    """d = 2: one pair, rotated by ``m·θ_0 / s`` with θ_0 = 1."""
+    """d = 2: one pair, rotated by ``m·θ_0 / s`` (θ_0 = 1 for the formula) and scaled by the geometry's magnitude."""
     module = s.build(record, dtype, **s.heads_config(2, n_heads=1))
     x = s.randn(s.input_shape(record, 1, 1, _cfg(2, 1)), seed, dtype)
     with torch.no_grad():
         y = module(x, torch.tensor([position])).reshape(2).to(torch.float64)
-    a = position / record.geometry.scaling_factor
+    a = position * float(record.geometry.inverse_frequencies(2)[0]) / record.geometry.scaling_factor
     matrix = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
-    expected = matrix @ x.reshape(2).to(torch.float64)
+    expected = record.geometry.magnitude * matrix @ x.reshape(2).to(torch.float64)
     s.require_within(error=s.max_error(y, expected),
                      bound=record.tolerance(dtype).bound(float(expected.abs().max()), a),
                      what=f"d=2 output differs from [[cos, −sin], [sin, cos]] at m={position}")
@@ -169,7 +169,7 @@ def test_frequencies_follow_the_formula(record, base, dim):
     geometry = record.geometry
     rotary_dim = geometry.rotary_dim(dim)
     theta = measured_frequencies(record, module, dim)[: rotary_dim // 2]
-    expected = s.reference_frequencies(rotary_dim, base) / geometry.scaling_factor
+    expected = s.reference_frequencies(rotary_dim, base) / geometry.scaling_factor  # the formula the claim states
     s.require_within(error=s.max_error(theta, expected),
                      bound=record.tolerance(torch.float64).bound(1.0, 1.0),
                      what=f"θ_i ≠ base^(−2i/d) for base={base}, d={dim}",
@@ -207,8 +207,9 @@ def test_equals_complex_multiplication(record, dtype, device, seed, positions):
     layout = record.geometry.layout
     r = record.geometry.rotary_dim(head_dim)
     x64 = s.as_heads(x).to(torch.float64)[..., s.input_pair_order(record.geometry, head_dim)]
-    theta = s.reference_frequencies(r, record.geometry.base) / record.geometry.scaling_factor
-    phasor = torch.polar(torch.ones(len(p), r // 2, dtype=torch.float64), p[:, None].double().cpu() * theta)
+    theta = record.geometry.inverse_frequencies(r) / record.geometry.scaling_factor
+    magnitude = torch.full((len(p), r // 2), record.geometry.magnitude, dtype=torch.float64)
+    phasor = torch.polar(magnitude, p[:, None].double().cpu() * theta)
     pairs = torch.view_as_complex(x64[..., :r].reshape(*x64.shape[:-1], r // 2, 2).contiguous().cpu())
     rotated = torch.view_as_real(pairs * phasor[None, :, None, :]).flatten(-2)
     expected = torch.cat((rotated, x64[..., r:].cpu()), dim=-1)

@@ -128,3 +128,12 @@ def test_gates_judge_the_direction_of_each_metric():
     assert [line.split(":")[1].strip().split()[0] for line in worse] == ["peak", "×copy", "kernels"]
     assert history.regressions(before, _run(time=1.0, peak=90.0, xcopy=0.9, kernels=3),
                                history.parse_gate("peak:0,xcopy:0,kernels:0")) == []
+
+
+def test_a_timing_gate_widens_with_the_runs_own_spread():
+    gates = history.parse_gate("xcopy:50%")
+    quiet = history.regressions(_run(xcopy=0.5, spread=0.01), _run(xcopy=0.2, spread=0.01), gates)
+    noisy = history.regressions(_run(xcopy=0.5, spread=0.2), _run(xcopy=0.2, spread=0.2), gates)
+    assert len(quiet) == 1 and noisy == []  # 60% worse: beyond 50%, within 2 × (0.2 + 0.2)
+    assert history.regressions(_run(peak=100.0, spread=5.0), _run(peak=120.0, spread=5.0),
+                               history.parse_gate("peak:5%")) != []  # memory never widens

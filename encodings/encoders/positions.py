@@ -96,15 +96,27 @@ def rotation_angles(
 
 
 class FrequencyModule(nn.Module):
-    """Base for modules with an ``inv_freq`` buffer that stays float64 through ``.to(dtype)``."""
+    """Base for modules with an ``inv_freq`` buffer that stays float64 through ``.to(dtype)``.
 
-    def _init_frequencies(self, dim: int, base: float) -> None:
-        self._frequency_args = (dim, base)
-        self.register_buffer("inv_freq", inverse_frequencies(dim, base, dtype=torch.float64), persistent=False)
+    ``frequencies(dim, base)`` gives θ in float64 (default: ``base^(-2i/dim)``; the schedules of
+    :mod:`.scaling.frequencies` for long context).
+    """
+
+    def _init_frequencies(self, dim: int, base: float, frequencies=None) -> None:
+        self._frequency_args = (dim, base, frequencies)
+        self.register_buffer("inv_freq", self._frequencies(), persistent=False)
+
+    def _frequencies(self, device=None) -> torch.Tensor:
+        dim, base, frequencies = self._frequency_args
+        if frequencies is None:
+            return inverse_frequencies(dim, base, dtype=torch.float64, device=device)
+        theta = torch.as_tensor(frequencies(dim, base), dtype=torch.float64)
+        if theta.shape != (dim // 2,) or not bool(torch.isfinite(theta).all()) or not bool((theta > 0).all()):
+            raise ValueError(f"frequencies({dim}, {base}) must give {dim // 2} finite positive values, got {theta}")
+        return theta.to(device)
 
     def _apply(self, fn, *args, **kwargs):
         super()._apply(fn, *args, **kwargs)
         if self.inv_freq.dtype != torch.float64:
-            dim, base = self._frequency_args
-            self.inv_freq = inverse_frequencies(dim, base, dtype=torch.float64, device=self.inv_freq.device)
+            self.inv_freq = self._frequencies(self.inv_freq.device)
         return self

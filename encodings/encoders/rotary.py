@@ -67,7 +67,10 @@ class RotaryEmbedding(FrequencyModule):
       * ``rotary_dim``: rotate only the first ``rotary_dim`` features (partial
         rotary); frequencies use ``rotary_dim``, the rest pass through;
       * ``scaling_factor``: linear position interpolation (004 §10.3), positions
-        are divided by this factor.
+        are divided by this factor;
+      * ``frequencies``: a schedule ``(rotary_dim, base) -> θ`` in float64, such as
+        :func:`.scaling.frequencies.yarn` (default ``base^(-2i/d)``);
+      * ``magnitude``: a factor on the rotated features (YaRN's attention factor).
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class RotaryEmbedding(FrequencyModule):
         layout: str = "interleaved",
         rotary_dim: int | None = None,
         scaling_factor: float = 1.0,
+        frequencies=None,
+        magnitude: float = 1.0,
     ):
         super().__init__()
         require_even(head_dim, "head_dim")
@@ -88,9 +93,10 @@ class RotaryEmbedding(FrequencyModule):
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         require_positive(scaling_factor, "scaling_factor")
+        require_positive(magnitude, "magnitude")
         self.head_dim, self.rotary_dim, self.base = head_dim, rotary_dim, float(base)
-        self.layout, self.scaling_factor = layout, float(scaling_factor)
-        self._init_frequencies(rotary_dim, self.base)
+        self.layout, self.scaling_factor, self.magnitude = layout, float(scaling_factor), float(magnitude)
+        self._init_frequencies(rotary_dim, self.base, frequencies)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
         angles = rotation_angles(positions, self.inv_freq, dtype, self.scaling_factor)
@@ -103,13 +109,14 @@ class RotaryEmbedding(FrequencyModule):
         adt = angle_dtype(x.dtype)
         cos, sin = (t.unsqueeze(-2) for t in self.cos_sin(pos, adt))  # (B|1, S, 1, r/2)
         rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
-        out = rotate(rot.to(adt), cos, sin, self.layout).to(x.dtype)
+        out = rotate(rot.to(adt), cos, sin, self.layout)
+        out = (out * self.magnitude if self.magnitude != 1.0 else out).to(x.dtype)
         return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
 
     def extra_repr(self) -> str:
         return (
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
-            f"layout={self.layout!r}, scaling_factor={self.scaling_factor}"
+            f"layout={self.layout!r}, scaling_factor={self.scaling_factor}, magnitude={self.magnitude}"
         )
 
 

@@ -7,12 +7,15 @@ asserted by hand; the performance verdicts follow the rules in :mod:`.perf_rules
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..encoders.absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
 from ..encoders.attention import LinearAttentionRoPE, RoPEAttention
 from ..encoders.dynamic import DynamicPositionalEncoding
 from ..encoders.fused import CompiledRotaryEmbedding
 from ..encoders.hybrid import HybridPositionalEncoding
 from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
+from ..encoders.scaling import frequencies as schedules
 
 from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, rotary_claims
 from .records import HOLDS, BuildConfig, EncoderRecord, RotaryGeometry, not_applicable, refuted, with_defaults
@@ -27,11 +30,22 @@ def _on(module, config: BuildConfig):
     return module.to(device=config.device, dtype=config.dtype)
 
 
-def _rope(layout: str, scaling_factor: float = 1.0):
+def _rope(layout: str, scaling_factor: float = 1.0, **options):
     def build(c: BuildConfig):
-        return _on(RotaryEmbedding(c.head_dim, base=c.base, layout=layout, scaling_factor=scaling_factor), c)
+        return _on(RotaryEmbedding(c.head_dim, base=c.base, layout=layout, scaling_factor=scaling_factor, **options), c)
 
     return build
+
+
+# Long-context schedules at published settings: NTK-aware ×4; YaRN ×4 over a 2048 context (its
+# ramp spans pairs 2…6 of a 16-dim head); Llama 3.1's ×8 over 8192 (all three bands at head_dim 16).
+NTK = partial(schedules.ntk_aware, factor=4.0)
+YARN = partial(schedules.yarn, factor=4.0, original_max_position=2048)
+YARN_MAGNITUDE = schedules.yarn_attention_factor(4.0)
+LLAMA3 = partial(schedules.llama3, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position=8192)
+_NOT_THE_SCHEDULE = refuted("θ_i is changed on purpose for long context, so it is not base^(-2i/d)",
+                            specs=("test_frequencies_follow_the_formula",))
+_SCALED = "the attention factor scales the rotated features by {:.4f}: a scaled rotation, not a rotation"
 
 
 _NOT_THE_FORMULA = ("test_output_equals_formula_elementwise",)
@@ -147,6 +161,40 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
         geometry=RotaryGeometry(layout="interleaved", scaling_factor=4.0),
         description="position interpolation: positions divided by 4",
         claims=rotary_claims({"ROPE-14": HOLDS}),
+    ),
+    EncoderRecord(
+        name="rope_ntk_aware",
+        build=_rope("interleaved", frequencies=NTK),
+        kind="rotary",
+        source="NTK-aware scaled RoPE (bloc97, 2023), compared with 004 §10.3",
+        geometry=RotaryGeometry(layout="interleaved", frequencies=NTK),
+        description="θ_i = (b·s^(d/(d-2)))^(-2i/d), s = 4",
+        claims=rotary_claims({"ROPE-2": _NOT_THE_SCHEDULE}),
+    ),
+    EncoderRecord(
+        name="rope_yarn",
+        build=_rope("interleaved", frequencies=YARN, magnitude=YARN_MAGNITUDE),
+        kind="rotary",
+        source="YaRN (Peng et al. 2023, §3.2-3.4), compared with 004 §10.3",
+        geometry=RotaryGeometry(layout="interleaved", frequencies=YARN, magnitude=YARN_MAGNITUDE),
+        description="NTK-by-parts ramp (s = 4, L = 2048) and attention factor 0.1·ln s + 1",
+        claims=rotary_claims({
+            "ROPE-1": refuted(_SCALED.format(YARN_MAGNITUDE) + ": R_0 ≠ I and m·R_a · m·R_b ≠ m·R_(a+b)",
+                              specs=("test_position_zero_is_the_identity", "test_rotations_compose")),
+            "ROPE-2": _NOT_THE_SCHEDULE,
+            "ROPE-3": refuted(_SCALED.format(YARN_MAGNITUDE) + ": norms grow by that factor"),
+            "ROPE-10a": refuted(_SCALED.format(YARN_MAGNITUDE) + ": the far-position check includes the norm"),
+            "ROPE-11": refuted(_SCALED.format(YARN_MAGNITUDE) + ": the half-precision check includes the norm"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_llama3",
+        build=_rope("interleaved", frequencies=LLAMA3),
+        kind="rotary",
+        source="Llama 3.1 rope_scaling (factor 8, low 1, high 4, original 8192), compared with 004 §10.3",
+        geometry=RotaryGeometry(layout="interleaved", frequencies=LLAMA3),
+        description="short wavelengths kept, long ones divided by 8, a smooth band between",
+        claims=rotary_claims({"ROPE-2": _NOT_THE_SCHEDULE}),
     ),
     EncoderRecord(
         name="attention_rope",

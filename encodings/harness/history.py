@@ -32,6 +32,9 @@ METRICS: dict[str, tuple[str, str, float, str, bool]] = {
     "xcopy": ("extra_info.roofline_ratio", "×copy", 1.0, "", True),
     "kernels": ("extra_info.kernel_count", "kernels", 1.0, "", False),
 }
+#: Timing metrics: their gate widens with the runs' own spread (see :func:`regressions`).
+TIMED = ("time", "xcopy")
+NOISE_K = 2.0
 DEFAULT_GATE = "peak:5%,static:5%,kernels:0,xcopy:50%"
 
 
@@ -63,6 +66,9 @@ def read_run(path: Path) -> Run:
     rows = {}
     for benchmark in data.get("benchmarks", []):
         values = {m: _value(benchmark, spec[0]) for m, spec in METRICS.items()}
+        stats = benchmark.get("stats", {})
+        if stats.get("median"):
+            values["spread"] = stats.get("iqr", 0.0) / stats["median"]
         rows[benchmark_key(benchmark)] = {m: float(v) for m, v in values.items() if v is not None}
     number = Path(path).name.split("_", 1)[0]
     return Run(Path(path), number, data.get("commit_info", {}).get("id", "")[:10], data.get("datetime", ""), rows)
@@ -127,7 +133,12 @@ def worsening(metric: str, before: float, after: float) -> tuple[float, float]:
 
 
 def regressions(before: Run, after: Run, gates: list[Gate]) -> list[str]:
-    """One line per benchmark and metric that got worse by more than its gate."""
+    """One line per benchmark and metric that got worse by more than its gate.
+
+    A relative gate on a timing metric (time, ×copy) widens to ``NOISE_K`` times the two runs'
+    spread (IQR / median of the call's timings) when that is larger: a run that was itself noisy
+    cannot prove a regression of the size of its noise.
+    """
     lines = []
     for key in sorted(set(before.rows) & set(after.rows)):
         for gate in gates:
@@ -135,10 +146,14 @@ def regressions(before: Run, after: Run, gates: list[Gate]) -> list[str]:
             if b is None or a is None:
                 continue
             absolute, relative = worsening(gate.metric, b, a)
-            if (relative if gate.relative else absolute) > gate.amount:
+            allowed = gate.amount
+            if gate.relative and gate.metric in TIMED:
+                allowed = max(allowed, NOISE_K * (before.rows[key].get("spread", 0.0) + after.rows[key].get("spread", 0.0)))
+            if (relative if gate.relative else absolute) > allowed:
                 _, label, scale, unit, _ = METRICS[gate.metric]
+                widened = f", widened to {allowed:.0%} by the runs' spread" if allowed != gate.amount else ""
                 lines.append(f"REGRESSION {key}: {label} {b * scale:.4g} → {a * scale:.4g} {unit}".rstrip()
-                             + f" ({relative:+.1%} worse; gate {gate})")
+                             + f" ({relative:+.1%} worse; gate {gate}{widened})")
     return lines
 
 

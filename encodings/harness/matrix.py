@@ -20,6 +20,7 @@ every spec of one claim on one encoder:
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from .claims import CLAIMS, CONTRACT
@@ -112,6 +113,7 @@ def render_text(matrix: dict[str, dict[str, str]]) -> str:
         lines.append(f"{claim:<{width}} " + " ".join(f"{SYMBOLS[s]:>{cell}}" for s in row.values()))
     lines.append("")
     lines += [f"{i:>3} = {name}" for i, name in enumerate(encoders, 1)]
-    lines.append("legend: " + ", ".join(f"{v} {k}" for k, v in SYMBOLS.items()))
+    legend = "legend: " + ", ".join(f"{v} {k}" for k, v in SYMBOLS.items())
+    lines += textwrap.wrap(legend, 160, subsequent_indent="        ")
     lines.append("ok* = the specs that ran passed, but not all of the cell's specs ran")
     return "\n".join(lines)

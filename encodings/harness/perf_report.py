@@ -16,6 +16,7 @@ benchmark's timeline to its Images tab: all of it readable with no network.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import torch
@@ -102,11 +103,13 @@ def report(terminalreporter, perf) -> None:
         for line in summary_lines(perf.benchmarks):
             write(line)
     for note in perf.notes:
-        write(note)
+        for line in textwrap.wrap(note, WIDTH, subsequent_indent="    "):
+            write(line)
     for line in scaling_lines(perf.scaling):
         write(line)
-    for line in perf.regressions:
-        write(line, red=True)
+    for regression in perf.regressions:
+        for line in textwrap.wrap(regression, WIDTH, subsequent_indent="    "):
+            write(line, red=True)
     if perf.run_dir is not None and perf.run_dir.exists():
         written = write_tensorboard(perf)
         write(f"profiles: {perf.run_dir} ({written}; tensorboard --logdir {perf.run_dir.parent})")

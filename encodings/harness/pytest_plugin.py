@@ -469,7 +469,7 @@ def _compare_benchmarks(session, state: HarnessState) -> None:
         history.benchmark_key({"extra_info": b}): {
             metric: float(b[where.split(".")[1]] if where.startswith("extra_info") else b["seconds"])
             for metric, (where, *_rest) in history.METRICS.items()
-            if where.startswith("stats") or where.split(".")[1] in b}
+            if where.startswith("stats") or where.split(".")[1] in b} | {"spread": b.get("spread", 0.0)}
         for b in perf.benchmarks})
     saved = history.read_run(settings.perf_compare)
     perf.regressions = history.regressions(saved, current, list(settings.perf_gates))
@@ -496,7 +496,8 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(f"({len(matrix) - len(shown)} rows with no spec run are left out here; "
                                         f"every row is in {state.written.run_markdown})")
         written = state.written
-        terminalreporter.write_line(f"written: {written.run_json}, {written.run_markdown}; {written.note}")
+        terminalreporter.write_line(f"written: {written.run_json}, {written.run_markdown}")
+        terminalreporter.write_line(f"         {written.note}")
         for o in (o for o in state.outcomes if o.state in SURPRISES):
             terminalreporter.write_line(f"{o.state}: {o.claim} on {o.encoder} ({o.spec}): {o.message}")
     perf_report.report(terminalreporter, state.perf)

@@ -102,7 +102,16 @@ class RotaryGeometry:
     base: float = 10000.0
     layout: str = "interleaved"  # interleaved | half_split | concatenated
     rotary_fraction: float = 1.0  # partial rotary: the first fraction of each head is rotated
-    scaling_factor: float = 1.0
+    scaling_factor: float = 1.0  # linear position interpolation: angles at p / s
+    frequencies: Callable[[int, float], torch.Tensor] | None = None  # θ(rotary_dim, base); None: base^(-2i/d)
+    magnitude: float = 1.0  # factor on the rotated features (YaRN's attention factor)
+
+    def inverse_frequencies(self, rotary_dim: int, base: float | None = None) -> torch.Tensor:
+        """θ_i of the rotated pairs in float64: the geometry's schedule, or ``base^(-2i/d)``."""
+        base = self.base if base is None else base
+        if self.frequencies is not None:
+            return torch.as_tensor(self.frequencies(rotary_dim, base), dtype=torch.float64)
+        return base ** -(torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
 
     def rotary_dim(self, head_dim: int) -> int:
         """Rotated features of a head: ``rotary_fraction · head_dim``, rounded down to even, at least 2."""

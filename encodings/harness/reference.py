@@ -1,7 +1,8 @@
 """Float64 references: the formulas every spec and summary compares an encoder with.
 
 * RoPE (000 §3.1, 004 §3.2): pair ``i`` at position ``p`` turns by ``(p / s)·θ_i``,
-  ``θ_i = base^(−2i/r)`` over the rotated width ``r``, in the record's layout;
+  ``θ_i = base^(−2i/r)`` over the rotated width ``r`` (or the geometry's own schedule, and times
+  its magnitude), in the record's layout;
 * attention (004 §4): ``softmax(q kᵀ / √d) v``, optionally causal;
 * RoFormer §3.4.3's long-term decay bound ``B(r) = (1/(d/2))·Σ_j |S_j|``, ``S_j = Σ_{k<j} e^{i r θ_k}``;
 * the index maps between a layout's coordinates and the formula's interleaved pairs.
@@ -38,7 +39,7 @@ def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry: Rotar
     """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's layout."""
     x = x.to(torch.float64)
     r = geometry.rotary_dim(head_dim)
-    theta = reference_frequencies(r, geometry.base).to(x.device)
+    theta = geometry.inverse_frequencies(r).to(x.device)
     p = positions.to(device=x.device, dtype=torch.float64) / geometry.scaling_factor
     angle = (p.unsqueeze(-1) * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
     cos, sin = torch.cos(angle), torch.sin(angle)
@@ -47,6 +48,7 @@ def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry: Rotar
     else:
         a, b = x[..., 0:r:2], x[..., 1:r:2]
     ya, yb = a * cos - b * sin, a * sin + b * cos
+    ya, yb = ya * geometry.magnitude, yb * geometry.magnitude
     out = x.clone()
     if geometry.layout == "interleaved":
         out[..., 0:r:2], out[..., 1:r:2] = ya, yb
