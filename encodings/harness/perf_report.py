@@ -110,7 +110,8 @@ def report(terminalreporter, perf) -> None:
     for regression in perf.regressions:
         for line in textwrap.wrap(regression, WIDTH, subsequent_indent="    "):
             write(line, red=True)
-    if perf.run_dir is not None and perf.run_dir.exists():
+    if perf.run_dir is not None:
+        perf.run_dir.mkdir(parents=True, exist_ok=True)
         written = write_tensorboard(perf)
         write(f"profiles: {perf.run_dir} ({written}; tensorboard --logdir {perf.run_dir.parent})")
 

@@ -460,6 +460,9 @@ def pytest_sessionfinish(session, exitstatus):
     state.written = reports.write(state.settings.matrix_dir, state.run_id, payload, render_markdown(matrix))
 
 
+_STAT_FIELDS = {"stats.median": "seconds", "stats.min": "best_seconds"}  # pytest-benchmark stats in extra_info
+
+
 def _compare_benchmarks(session, state: HarnessState) -> None:
     """``--perf-compare``: this run's benchmarks against a saved run; a regression fails the run."""
     settings, perf = state.settings, state.perf
@@ -467,7 +470,7 @@ def _compare_benchmarks(session, state: HarnessState) -> None:
         return
     current = history.Run(Path("this run"), "this run", "", "", {
         history.benchmark_key({"extra_info": b}): {
-            metric: float(b[where.split(".")[1]] if where.startswith("extra_info") else b["seconds"])
+            metric: float(b[where.split(".")[1]] if where.startswith("extra_info") else b[_STAT_FIELDS[where]])
             for metric, (where, *_rest) in history.METRICS.items()
             if where.startswith("stats") or where.split(".")[1] in b} | {"spread": b.get("spread", 0.0)}
         for b in perf.benchmarks})
