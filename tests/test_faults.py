@@ -118,7 +118,33 @@ def test_a_cell_whose_specs_did_not_all_run_is_partial(tmp_path):
     assert "ok*" in result.stdout
 
 
+def test_a_partial_selection_never_replaces_a_full_report(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    full = {"header": {"status": "complete", "selection": "full", "started": "2000-01-01T00:00:00+0000",
+                       "run_id": "full-run"}, "matrix": {}, "outcomes": []}
+    (reports / "verdicts.json").write_text(json.dumps(full))
+    result = run_specs("--encoders", "rope_interleaved", "-k", "norm", matrix_dir=reports)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert report(reports / "verdicts.json") == full
+    own = run_report(reports)["header"]
+    assert own["status"] == "complete" and own["selection"] == "partial selection (-k 'norm', --encoders)"
+    assert "keeps the last full run" in result.stdout
+
+
 # ---------------------------------------------------------------- timeouts and isolation
+
+def test_a_hang_in_a_generated_example_times_out_too(tmp_path):
+    """Hypothesis retries and shrinks ordinary failures; the timeout must not be one of them."""
+    hanging = plugin(tmp_path, "late_hanging_rope", "if FaultyRoPE.calls > 6:\n    time.sleep(3600)")
+    start = time.monotonic()
+    result = run_specs("--plugin", hanging, "--encoders", "late_hanging_rope", "--timeout", "3",
+                       "-k", "test_rotation_preserves_norm", matrix_dir=tmp_path / "reports",
+                       env={"POSENC_HYPOTHESIS_PROFILE": "ci"})
+    assert time.monotonic() - start < 120, result.stdout[-2000:]
+    states = {o["state"] for o in run_report(tmp_path / "reports")["outcomes"]}
+    assert "timed out" in states and states <= {"timed out", "blocked", "holds"}, states
+
 
 def test_a_hanging_encoder_times_out_and_the_run_goes_on(tmp_path):
     hanging = plugin(tmp_path, "hanging_rope", "time.sleep(3600)")

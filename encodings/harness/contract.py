@@ -22,6 +22,11 @@ class Blocked(pytest.skip.Exception):
     """A spec not run because its encoder cannot be judged (a skip, reported as ``blocked``)."""
 
 
+class SpecTimeout(BaseException):
+    """A spec ran past its timeout. A ``BaseException``, so that no test framework inside the
+    spec (Hypothesis retries and shrinks on ordinary failures) can catch it and run on."""
+
+
 class Undecided(pytest.skip.Exception):
     """A measured claim whose confidence interval straddles its bar (a skip, reported as
     ``undecided``): noise never turns a run red, in either direction."""

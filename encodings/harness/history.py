@@ -39,7 +39,7 @@ SHOWN = ("time", "peak", "static", "xcopy", "kernels")  # columns of the compari
 #: Timing metrics: their gates widen with the runs' own spread and must fail together.
 TIMED = ("time", "best", "xcopy")
 NOISE_K = 2.0
-DEFAULT_GATE = "peak:5%,static:5%,kernels:0,best:50%,xcopy:50%"
+DEFAULT_GATE = "peak:5%,static:5%,kernels:0,best:30%,xcopy:25%"
 
 
 @dataclass(frozen=True)
@@ -137,16 +137,16 @@ def worsening(metric: str, before: float, after: float) -> tuple[float, float]:
 
 
 def regressions(before: Run, after: Run, gates: list[Gate]) -> list[str]:
-    """One line per benchmark and metric that got worse by more than its gate.
+    """One line per benchmark that got worse by more than a gate allows, naming each metric.
 
     A relative gate on a timing metric widens to ``NOISE_K`` times the two runs' spread (IQR /
     median of the call's timings) when that is larger: a run that was itself noisy cannot prove
-    a regression of the size of its noise. The timing gates of one benchmark report only when
-    all of them fail.
+    a regression of the size of its noise. The timing gates of one benchmark count only when all
+    of them fail.
     """
     lines = []
     for key in sorted(set(before.rows) & set(after.rows)):
-        timed, failed_timed = [], []
+        timed, failed_timed, failed = 0, [], []
         for gate in gates:
             b, a = before.rows[key].get(gate.metric), after.rows[key].get(gate.metric)
             if b is None or a is None:
@@ -158,17 +158,18 @@ def regressions(before: Run, after: Run, gates: list[Gate]) -> list[str]:
                 allowed = max(allowed, NOISE_K * spread)
             _, label, scale, unit, _ = METRICS[gate.metric]
             widened = f", widened to {allowed:.0%} by the runs' spread" if allowed != gate.amount else ""
-            line = (f"REGRESSION {key}: {label} {b * scale:.4g} → {a * scale:.4g} {unit}".rstrip()
-                    + f" ({relative:+.1%} worse; gate {gate}{widened})")
+            reason = (f"{label} {b * scale:.4g} → {a * scale:.4g} {unit}".rstrip()
+                      + f" ({relative:+.1%} worse; gate {gate}{widened})")
             worse = (relative if gate.relative else absolute) > allowed
             if gate.metric in TIMED:
-                timed.append(gate)
-                if worse:
-                    failed_timed.append(line)
+                timed += 1
+                failed_timed += [reason] if worse else []
             elif worse:
-                lines.append(line)
-        if timed and len(failed_timed) == len(timed):
-            lines += failed_timed
+                failed.append(reason)
+        if timed and len(failed_timed) == timed:
+            failed += failed_timed
+        if failed:
+            lines.append(f"REGRESSION {key}: " + " | ".join(failed))
     return lines
 
 

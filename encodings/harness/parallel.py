@@ -85,10 +85,16 @@ def configure_worker(config, device: str, threads: int = 0) -> None:
         config.option.loadgroup = True  # name the group in node ids, as --dist loadgroup would
     if device == "cuda":
         assign_gpu(worker)
-    _own_hypothesis_database(worker)
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         root = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / f"posenc-{worker}")
+
+
+def own_hypothesis_database(config) -> None:
+    """In a worker, after every plug-in (Hypothesis's own included) has loaded its profile."""
+    worker = worker_id(config)
+    if worker is not None:
+        _own_hypothesis_database(worker)
 
 
 def _own_hypothesis_database(worker: str) -> None:

@@ -60,17 +60,20 @@ def summary_lines(benchmarks: list[dict]) -> list[str]:
 
 
 def scaling_lines(scaling: list[dict]) -> list[str]:
-    """Time and peak memory against sequence length, one row per encoder, with log-log slopes."""
-    if not scaling:
-        return []
-    lengths = scaling[0]["lengths"]
-    first = scaling[0]
-    lines = ["", f"scaling: forward at batch 1, d_model {first['d_model']}, {first['n_heads']} heads, float32, "
-                 f"{first['device']}; each cell: median ms / peak MiB; slope k of cost ∝ n^k",
-             f"{'encoder':32s}" + "".join(f" {f'n={n}':>15s}" for n in lengths) + f" {'k time':>7s} {'k mem':>6s}"]
-    for row in sorted(scaling, key=lambda r: (r["device"], r["encoder"])):
-        cells = "".join(f" {f'{t * 1e3:.3g} / {p / 2**20:.3g}':>15s}" for t, p in zip(row["seconds"], row["peak_bytes"]))
-        lines.append(f"{row['encoder'][:32]:32s}{cells} {row['time_slope']:7.2f} {row['memory_slope']:6.2f}")
+    """Time and peak memory against sequence length, one row per encoder, with log-log slopes:
+    one table per device and configuration."""
+    lines = []
+    tables: dict[tuple, list[dict]] = {}
+    for row in scaling:
+        tables.setdefault((row["device"], row["d_model"], row["n_heads"], tuple(row["lengths"])), []).append(row)
+    for (device, d_model, n_heads, lengths), rows in tables.items():
+        lines += ["", f"scaling: forward at batch 1, d_model {d_model}, {n_heads} heads, float32, {device}; "
+                      "each cell: median ms / peak MiB; slope k of cost ∝ n^k",
+                  f"{'encoder':32s}" + "".join(f" {f'n={n}':>15s}" for n in lengths) + f" {'k time':>7s} {'k mem':>6s}"]
+        for row in sorted(rows, key=lambda r: r["encoder"]):
+            cells = "".join(f" {f'{t * 1e3:.3g} / {p / 2**20:.3g}':>15s}"
+                            for t, p in zip(row["seconds"], row["peak_bytes"]))
+            lines.append(f"{row['encoder'][:32]:32s}{cells} {row['time_slope']:7.2f} {row['memory_slope']:6.2f}")
     return lines
 
 

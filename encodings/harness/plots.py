@@ -150,11 +150,12 @@ def top_operators_from_trace(trace_path: str | Path, count: int = 10) -> list[tu
     counting each event's own time (its duration minus that of the events nested in it)."""
     events = sorted(_step_events(json.loads(Path(trace_path).read_text())), key=lambda e: (e["ts"], -e["dur"]))
     own: dict[str, list[float]] = {}
-    stack: list[dict] = []
+    stacks: dict[tuple, list[dict]] = {}  # one nesting stack per thread or CUDA stream
     for e in events:
+        stack = stacks.setdefault((e.get("pid"), e.get("tid")), [])
         while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
             stack.pop()
-        if stack and stack[-1].get("tid") == e.get("tid"):
+        if stack:
             own[stack[-1]["name"]][0] -= e["dur"]
         own.setdefault(e["name"], [0.0, 0])
         own[e["name"]][0] += e["dur"]

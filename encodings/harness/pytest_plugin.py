@@ -41,7 +41,7 @@ import torch
 
 from . import history, isolation, machine, options, parallel, perf_report, registry, reports
 from .claims import CLAIMS, CONTRACT, ClaimViolation
-from .contract import Blocked, Undecided, contract_problem
+from .contract import Blocked, SpecTimeout, Undecided, contract_problem
 from .matrix import SURPRISES, Outcome, build_matrix, render_markdown, render_text
 from .records import EncoderRecord
 from .running import RunningSpec, running
@@ -185,7 +185,9 @@ def _concurrency_warning(state: HarnessState) -> str | None:
     return None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
+    parallel.own_hypothesis_database(session.config)
     state = session.config.stash.get(_STATE, None)
     warning = _concurrency_warning(state) if state else None
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -274,9 +276,31 @@ def pytest_collection_modifyitems(session, config, items):
 
 # ---------------------------------------------------------------- running a spec
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_set_timer(item, settings):
-    item.stash[_TIMEOUT] = settings.timeout  # pytest-timeout's own timer still runs
+    """pytest-timeout's settings (``--timeout``, the ini value, ``@pytest.mark.timeout``) with a
+    timer of the harness's own for the signal method: it raises :class:`SpecTimeout`, which
+    Hypothesis does not catch, where pytest-timeout's ``Failed`` would be retried and shrunk."""
+    item.stash[_TIMEOUT] = settings.timeout
+    if settings.method != "signal" or not hasattr(signal, "SIGALRM"):
+        return None  # pytest-timeout's own timer
+
+    def expire(signum, frame):
+        raise SpecTimeout(f"timeout: no result after {settings.timeout:g} s")
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    if _TIMEOUT not in item.stash or not hasattr(signal, "SIGALRM") or \
+            signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None):
+        return None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    return True
 
 
 def _block_if_unjudgeable(item, state: HarnessState, claim: str, record: EncoderRecord) -> None:
@@ -306,7 +330,7 @@ def pytest_runtest_call(item):
             result = yield
     except BaseException as error:
         changed = isolation.restore(before)
-        if changed and not isinstance(error, (KeyboardInterrupt, pytest.skip.Exception)):
+        if changed and not isinstance(error, (KeyboardInterrupt, SpecTimeout, pytest.skip.Exception)):
             raise isolation.GlobalStateLeak(_leak_message(record, changed)) from error
         raise
     changed = isolation.restore(before)
@@ -338,9 +362,11 @@ def _state_of(report, call, timeout: float | None) -> str | None:
         return "unexpectedly holds" if hasattr(report, "wasxfail") else "holds"
     if call.excinfo is None:  # failed without an exception: a strict expected failure passed
         return "unexpectedly holds"
+    if call.excinfo.errisinstance(SpecTimeout):
+        return "timed out"
     if call.excinfo.errisinstance(ClaimViolation):
         return "unexpectedly failing"
-    if timeout and call.duration >= timeout:
+    if timeout and call.duration >= timeout:  # pytest-timeout's thread method
         return "timed out"
     return "crashed"
 
@@ -402,6 +428,24 @@ def _status(session, exitstatus) -> str:
     return "failed"
 
 
+DEFAULT_MARKERS = "not perf and not slow"
+
+
+def _selection(config, state: HarnessState) -> str:
+    """``full``, or ``partial selection (why)``: -k, a -m other than the default, --encoders,
+    or test files and node ids narrower than the spec folder."""
+    why = []
+    if config.option.keyword:
+        why.append(f"-k {config.option.keyword!r}")
+    if (config.option.markexpr or DEFAULT_MARKERS) != DEFAULT_MARKERS:
+        why.append(f"-m {config.option.markexpr!r}")
+    if state.settings.encoders:
+        why.append("--encoders")
+    if any("::" in arg or arg.endswith(".py") for arg in config.args):
+        why.append("test files or node ids")
+    return "full" if not why else f"partial selection ({', '.join(why)})"
+
+
 def _header(config, state: HarnessState, exitstatus) -> dict:
     from hypothesis import settings as hypothesis_settings
 
@@ -409,6 +453,7 @@ def _header(config, state: HarnessState, exitstatus) -> dict:
     seed = config.getoption("hypothesis_seed", default=None)
     return {
         "status": state.status,
+        "selection": _selection(config, state),
         "run_id": state.run_id,
         "started": state.started,
         "finished": reports.now(),
@@ -466,7 +511,7 @@ _STAT_FIELDS = {"stats.median": "seconds", "stats.min": "best_seconds"}  # pytes
 def _compare_benchmarks(session, state: HarnessState) -> None:
     """``--perf-compare``: this run's benchmarks against a saved run; a regression fails the run."""
     settings, perf = state.settings, state.perf
-    if settings.perf_compare is None or not perf.benchmarks:
+    if settings.perf_compare is None or state.status != "complete":
         return
     current = history.Run(Path("this run"), "this run", "", "", {
         history.benchmark_key({"extra_info": b}): {
@@ -479,6 +524,8 @@ def _compare_benchmarks(session, state: HarnessState) -> None:
     compared = len(set(saved.rows) & set(current.rows))
     perf.notes.append(f"compared {compared} benchmarks with saved run {saved.number} ({settings.perf_compare.name}), "
                       f"gate {','.join(map(str, settings.perf_gates))}: {len(perf.regressions)} regression(s)")
+    if not compared:
+        perf.regressions.append(f"REGRESSION check impossible: no benchmark of this run is in saved run {saved.number}")
     if perf.regressions and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

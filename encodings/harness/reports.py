@@ -6,7 +6,9 @@ Layout of the report directory (``--matrix-dir``, default ``reports/``):
   status (complete, interrupted, failed); the newest :data:`KEEP_RUNS` runs are kept;
 * ``LATEST`` - the run id of the newest report written;
 * ``verdicts.json`` and ``verdicts.md`` - the newest **complete** run. An interrupted or failed
-  run never replaces them, nor does a run that started before the one they hold.
+  run never replaces them, nor does a run that started before the one they hold, nor a partial
+  selection (``-k``, a narrower ``-m``, ``--encoders``, test files or node ids) when they hold a
+  full run.
 
 Every file is written to a temporary name and renamed into place, so a reader never sees half a
 report. A run announces itself in ``.active/`` while it runs, so a second run on the same
@@ -85,11 +87,11 @@ class Written:
     note: str  # why the top-level report was or was not replaced
 
 
-def _started_of(path: Path) -> str:
+def _header_of(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())["header"]["started"]
+        return json.loads(path.read_text())["header"]
     except (OSError, ValueError, KeyError, TypeError):
-        return ""
+        return {}
 
 
 def write(directory: Path, run_id: str, payload: dict, markdown: str) -> Written:
@@ -105,9 +107,13 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str) -> Written
     if status != "complete":
         return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
                        f"run {status}: {top} keeps the last complete run")
-    if _started_of(top) > payload["header"]["started"]:
+    published = _header_of(top)
+    if published.get("started", "") > payload["header"]["started"]:
         return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
                        f"{top} holds a run that started later; left as it is")
+    if published.get("selection") == "full" and payload["header"]["selection"] != "full":
+        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
+                       f"this run was a {payload['header']['selection']}; {top} keeps the last full run")
     atomic_write(directory / "verdicts.md", markdown)
     atomic_write(top, text)
     return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", True, f"published as {top}")

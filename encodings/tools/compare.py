@@ -30,6 +30,11 @@ def main(argv=None) -> int:
                         help=f"exit 1 if a metric got worse than GATE allows (default {history.DEFAULT_GATE})")
     parser.add_argument("--trend", metavar="LOGDIR", help="write every saved run as TensorBoard scalars into LOGDIR")
     args = parser.parse_args(argv)
+    if args.trend and (args.before, args.after) == ("previous", "latest") and len(
+            history.saved_runs(Path(args.storage))) < 2 and not args.fail:
+        tags = history.write_trend(Path(args.storage), Path(args.trend))  # nothing to compare yet
+        print(f"trend: {len(tags)} scalar tags in {args.trend}", file=sys.stderr)
+        return 0
     try:
         gates = history.parse_gate(args.fail) if args.fail else []
         before = history.read_run(history.find_run(Path(args.storage), args.before))
