@@ -1,7 +1,8 @@
 """Torch's global state, captured before a spec and restored after it.
 
-An encoder that switches off autograd, changes the default dtype or the thread count, or flips
-the deterministic flags would otherwise change the verdicts of every spec that runs after it.
+An encoder that switches off autograd, changes the default dtype, device or thread count, the
+float32 matmul precision, or flips the deterministic flags would otherwise change the verdicts
+of every spec that runs after it.
 The random generators are restored silently: building a module draws from them by design.
 """
 
@@ -22,6 +23,8 @@ class GlobalState:
     anomaly_detection: bool
     cudnn_benchmark: bool
     cudnn_deterministic: bool
+    matmul_precision: str
+    default_device: str
 
 
 FLAGS = {
@@ -33,6 +36,8 @@ FLAGS = {
     "anomaly_detection": "anomaly detection",
     "cudnn_benchmark": "cudnn.benchmark",
     "cudnn_deterministic": "cudnn.deterministic",
+    "matmul_precision": "float32 matmul precision",
+    "default_device": "default device",
 }
 
 
@@ -50,6 +55,8 @@ def capture() -> tuple[GlobalState, torch.Tensor, list[torch.Tensor] | None]:
         anomaly_detection=torch.is_anomaly_enabled(),
         cudnn_benchmark=torch.backends.cudnn.benchmark,
         cudnn_deterministic=torch.backends.cudnn.deterministic,
+        matmul_precision=torch.get_float32_matmul_precision(),
+        default_device=str(torch.get_default_device()) if hasattr(torch, "get_default_device") else "cpu",
     )
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     return state, torch.random.get_rng_state(), cuda_rng
@@ -63,6 +70,9 @@ def _apply(state: GlobalState) -> None:
     torch.set_anomaly_enabled(state.anomaly_detection)
     torch.backends.cudnn.benchmark = state.cudnn_benchmark
     torch.backends.cudnn.deterministic = state.cudnn_deterministic
+    torch.set_float32_matmul_precision(state.matmul_precision)
+    if hasattr(torch, "set_default_device"):
+        torch.set_default_device(None if state.default_device == "cpu" else state.default_device)
 
 
 def restore(captured) -> list[str]:

@@ -2,8 +2,9 @@
 
 Layout of the report directory (``--matrix-dir``, default ``reports/``):
 
-* ``runs/<run id>/verdicts.json`` and ``verdicts.md`` - every run's own report, whatever its
-  status (complete, interrupted, failed); the newest :data:`KEEP_RUNS` runs are kept;
+* ``runs/<run id>/verdicts.json`` and ``verdicts.md`` - the report of every run that judged at
+  least one cell, whatever its status (complete, interrupted, failed); the newest
+  :data:`KEEP_RUNS` runs are kept;
 * ``LATEST`` - the run id of the newest report written;
 * ``verdicts.json`` and ``verdicts.md`` - the newest **complete** run. An interrupted or failed
   run never replaces them, nor does a run that started before the one they hold, nor a partial
