@@ -6,8 +6,8 @@ script from the internet), and README embeds the same PNG files.
 * :func:`loglog_plot` - one line per encoder, cost against sequence length, both axes in
   powers of two / ten, raw points (no smoothing);
 * :func:`timeline` - one profiled step of a Chrome trace (``*.pt.trace.json``): one lane per
-  thread or CUDA stream, one box per operator or kernel, the longest ones labelled, with a
-  millisecond axis.
+  thread or CUDA stream, one box per operator or kernel, the longest ones labelled, the bytes
+  allocated over the step (from the trace's memory events), and a millisecond axis.
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def timeline(trace_path: str | Path, *, width: int = 1400, title: str = ""):
             stack_ends.append(e["ts"] + e["dur"])
         for depth in sorted(by_depth)[:6]:
             depth_rows.append((lane, depth, by_depth[depth]))
-    row_h, left, top = 18, 150, 40
-    height = top + row_h * max(len(depth_rows), 1) + 50
+    memory = _memory_curve(trace, events)
+    row_h, left, top, memory_h = 18, 150, 40, (70 if memory else 0)
+    height = top + row_h * max(len(depth_rows), 1) + memory_h + 50
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
     if not events:
@@ -134,7 +135,19 @@ def timeline(trace_path: str | Path, *, width: int = 1400, title: str = ""):
             label = name.removeprefix("aten::")
             if x1 - x0 > 6 * len(label) + 4:
                 draw.text((x0 + 2, y + 3), label, fill="white", font=font)
-    axis_y = top + row_h * len(depth_rows) + 8
+    if memory:  # bytes allocated over the step, as a step line under the lanes
+        base_y, peak = top + row_h * len(depth_rows) + memory_h, max(v for _, v in memory) or 1
+        low = min(v for _, v in memory)
+        draw.text((6, base_y - memory_h + 4), f"allocated MiB\n{low / 2**20:.2f} … {peak / 2**20:.2f}",
+                  fill="black", font=font)
+        points = []
+        for ts, value in memory:
+            x = left + (min(max(ts, t0), t1) - t0) * scale
+            y = base_y - 6 - (value - low) / max(peak - low, 1) * (memory_h - 16)
+            points += [(x, points[-1][1]), (x, y)] if points else [(x, y)]
+        points.append((width - 20, points[-1][1]))
+        draw.line(points, fill="#d62728", width=2)
+    axis_y = top + row_h * len(depth_rows) + memory_h + 8
     draw.line([left, axis_y, width - 20, axis_y], fill="black")
     ticks = 10
     for i in range(ticks + 1):
@@ -143,6 +156,16 @@ def timeline(trace_path: str | Path, *, width: int = 1400, title: str = ""):
         draw.text((x - 14, axis_y + 8), f"{i * span / ticks / 1e3:.3f}", fill="black", font=font)
     draw.text((width - 80, axis_y + 24), "ms", fill="black", font=font)
     return image
+
+
+def _memory_curve(trace: dict, events: list[dict]) -> list[tuple[float, float]]:
+    """(time, bytes allocated) from the trace's ``[memory]`` events within the step's span."""
+    if not events:
+        return []
+    t0, t1 = min(e["ts"] for e in events), max(e["ts"] + e["dur"] for e in events)
+    points = sorted((e["ts"], float(e["args"]["Total Allocated"])) for e in trace.get("traceEvents", [])
+                    if e.get("name") == "[memory]" and "Total Allocated" in e.get("args", {}) and t0 <= e["ts"] <= t1)
+    return points
 
 
 def top_operators_from_trace(trace_path: str | Path, count: int = 10) -> list[tuple[str, float, int]]:
