@@ -2,6 +2,8 @@
 
 import pytest
 
+from posenc.harness.running import first_line
+
 MUTATION_REPORT = pytest.StashKey[dict]()
 
 
@@ -9,11 +11,6 @@ MUTATION_REPORT = pytest.StashKey[dict]()
 def mutation_report(pytestconfig) -> dict:
     """Filled by the mutant tests, printed at the end of the run."""
     return pytestconfig.stash.setdefault(MUTATION_REPORT, {})
-
-
-def _first_line(text: str, width: int = 160) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -37,7 +34,7 @@ def pytest_terminal_summary(terminalreporter, config):
         expected = [s for s in sorted(by_spec) if s in report["expected"][mutant]]
         shown = (expected or sorted(by_spec))[0]
         write(f"  {mutant}: killed by {len(by_spec)} spec(s): {', '.join(sorted(by_spec))}")
-        write(f"      {_first_line(by_spec[shown])}")
+        write(f"      {first_line(by_spec[shown], 160)}")
     idle = [s for s in specs if not report["victims"][s]]
     if idle:
         write(f"specs that kill no mutant: {', '.join(idle)}")

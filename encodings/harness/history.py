@@ -65,17 +65,32 @@ def _value(benchmark: dict, where: str):
     return benchmark.get(section, {}).get(field)
 
 
+def _row(benchmark: dict) -> dict[str, float]:
+    """The metrics of one benchmark in pytest-benchmark's shape, plus its ``spread`` (IQR / median)."""
+    values = {m: _value(benchmark, spec[0]) for m, spec in METRICS.items()}
+    stats = benchmark.get("stats", {})
+    if stats.get("median"):
+        values["spread"] = stats.get("iqr", 0.0) / stats["median"]
+    return {m: float(v) for m, v in values.items() if v is not None}
+
+
 def read_run(path: Path) -> Run:
     data = json.loads(Path(path).read_text())
-    rows = {}
-    for benchmark in data.get("benchmarks", []):
-        values = {m: _value(benchmark, spec[0]) for m, spec in METRICS.items()}
-        stats = benchmark.get("stats", {})
-        if stats.get("median"):
-            values["spread"] = stats.get("iqr", 0.0) / stats["median"]
-        rows[benchmark_key(benchmark)] = {m: float(v) for m, v in values.items() if v is not None}
+    rows = {benchmark_key(b): _row(b) for b in data.get("benchmarks", [])}
     number = Path(path).name.split("_", 1)[0]
     return Run(Path(path), number, data.get("commit_info", {}).get("id", "")[:10], data.get("datetime", ""), rows)
+
+
+def run_in_progress(infos: list[dict]) -> Run:
+    """This run's benchmarks from their ``extra_info`` (``seconds``, ``best_seconds``, ``spread``),
+    before pytest-benchmark has saved them."""
+    rows = {}
+    for info in infos:
+        stats = {"median": info["seconds"], "min": info.get("best_seconds", info["seconds"]),
+                 "iqr": info.get("spread", 0.0) * info["seconds"]}
+        benchmark = {"extra_info": info, "stats": stats}
+        rows[benchmark_key(benchmark)] = _row(benchmark)
+    return Run(Path("this run"), "this run", "", "", rows)
 
 
 def saved_runs(storage: Path) -> list[Path]:

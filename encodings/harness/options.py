@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from . import history
+
 DEVICES = ("cpu", "cuda")
 #: Every variable the harness reads; any other ``POSENC_*`` variable is a typo.
 VARIABLES = {
@@ -174,8 +176,6 @@ def _no_unknown_variables() -> None:
 
 
 def _perf_comparison(config) -> tuple[Path | None, tuple]:
-    from . import history
-
     reference = config.getoption("perf_compare")
     gate = config.getoption("perf_fail")
     if reference is None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from . import plots
+
 WIDTH = 160
 
 
@@ -78,8 +80,6 @@ def scaling_lines(scaling: list[dict]) -> list[str]:
 
 
 def scaling_plots(scaling: list[dict]) -> dict[str, object]:
-    from . import plots
-
     def series(field, scale):
         return {f"{r['encoder']} ({r['device']})": [(n, v * scale) for n, v in zip(r["lengths"], r[field])]
                 for r in scaling}
@@ -127,8 +127,6 @@ def _as_tensor(image) -> torch.Tensor:
 def write_tensorboard(perf) -> str:
     """Tables to the Text tab, scaling plots and timelines to the Images tab (all offline)."""
     from torch.utils.tensorboard import SummaryWriter
-
-    from . import plots
 
     run_dir: Path = perf.run_dir
     images = 0

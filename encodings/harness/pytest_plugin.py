@@ -44,7 +44,7 @@ from .claims import CLAIMS, CONTRACT, ClaimViolation
 from .contract import Blocked, SpecTimeout, Undecided, contract_problem
 from .matrix import SURPRISES, Outcome, build_matrix, render_markdown, render_text
 from .records import EncoderRecord
-from .running import RunningSpec, running
+from .running import RunningSpec, first_line, running
 
 
 @dataclass
@@ -253,8 +253,18 @@ def perf_session(request) -> PerfSession:
     return request.config.stash[_STATE].perf
 
 
+_JUDGED = pytest.StashKey[tuple]()
+
+
 def _judged(item) -> tuple[str, EncoderRecord] | None:
-    """(claim, record) when ``item`` is a spec run on an encoder record; None otherwise."""
+    """(claim, record) when ``item`` is a spec run on an encoder record; None otherwise.
+    Worked out once, at collection."""
+    if _JUDGED not in item.stash:
+        item.stash[_JUDGED] = _find_judged(item)
+    return item.stash[_JUDGED]
+
+
+def _find_judged(item) -> tuple[str, EncoderRecord] | None:
     callspec = getattr(item, "callspec", None)
     found = claim_of(item)
     if found is None or callspec is None or "record" not in callspec.params:
@@ -345,11 +355,6 @@ def _leak_message(record: EncoderRecord, changed: list[str]) -> str:
 
 # ---------------------------------------------------------------- outcomes
 
-def _first_line(text: str, width: int = 300) -> str:
-    line = text.strip().partition("\n")[0]
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 def _state_of(report, call, timeout: float | None) -> str | None:
     """The matrix state of one spec run, from pytest's report outcome."""
     if report.skipped:
@@ -389,7 +394,7 @@ def pytest_runtest_makereport(item, call):
     elif state == "unexpectedly holds":
         message = f"declared refuted ({record.declared(claim).reason}), but the spec found no violation"
     elif call.excinfo is not None:
-        message = _first_line(str(call.excinfo.value)) or call.excinfo.typename
+        message = first_line(str(call.excinfo.value)) or call.excinfo.typename
         if state == "crashed":
             message = f"{call.excinfo.typename}: {message}"
     outcome = Outcome(claim, record.name, item.originalname, item.stash.get(_SPEC_ID, item.nodeid), state, message)
@@ -505,20 +510,12 @@ def pytest_sessionfinish(session, exitstatus):
     state.written = reports.write(state.settings.matrix_dir, state.run_id, payload, render_markdown(matrix))
 
 
-_STAT_FIELDS = {"stats.median": "seconds", "stats.min": "best_seconds"}  # pytest-benchmark stats in extra_info
-
-
 def _compare_benchmarks(session, state: HarnessState) -> None:
     """``--perf-compare``: this run's benchmarks against a saved run; a regression fails the run."""
     settings, perf = state.settings, state.perf
     if settings.perf_compare is None or state.status != "complete":
         return
-    current = history.Run(Path("this run"), "this run", "", "", {
-        history.benchmark_key({"extra_info": b}): {
-            metric: float(b[where.split(".")[1]] if where.startswith("extra_info") else b[_STAT_FIELDS[where]])
-            for metric, (where, *_rest) in history.METRICS.items()
-            if where.startswith("stats") or where.split(".")[1] in b} | {"spread": b.get("spread", 0.0)}
-        for b in perf.benchmarks})
+    current = history.run_in_progress(perf.benchmarks)
     saved = history.read_run(settings.perf_compare)
     perf.regressions = history.regressions(saved, current, list(settings.perf_gates))
     compared = len(set(saved.rows) & set(current.rows))

@@ -68,8 +68,8 @@ class ActiveRun:
         active.mkdir(parents=True, exist_ok=True)
         others = []
         for marker in active.iterdir():
-            pid = int(marker.name.rsplit("-", 1)[-1]) if marker.name.rsplit("-", 1)[-1].isdigit() else -1
-            if pid > 0 and _alive(pid):
+            pid = marker.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and _alive(int(pid)):
                 others.append(marker.name)
             else:
                 marker.unlink(missing_ok=True)  # left by a run that was killed

@@ -58,12 +58,18 @@ def drawn_values(spec: RunningSpec) -> dict[str, object]:
     return {}
 
 
-def _short(text: str, width: int = 200) -> str:
+def shorten(text: str, width: int = 200) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def first_line(text: str, width: int = 300) -> str:
+    """The first line of ``text``, shortened: how failures are summarised in one line."""
+    return shorten(text.strip().partition("\n")[0], width)
 
 
 def reproducer(spec: RunningSpec) -> str:
     """A command that reruns this spec on this encoder, with the drawn values it failed on."""
     plugin = f" --plugin {spec.record.origin}" if spec.record.origin != "built-in" else ""
-    values = ", ".join(f"{name}={_short(repr(value))}" for name, value in drawn_values(spec).items())
+    values = ", ".join(f"{name}={shorten(repr(value))}" for name, value in drawn_values(spec).items())
     return f"pytest '{spec.nodeid}'{plugin}" + (f"  # {values}" if values else "")

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from . import machine, profiling
-from .records import BuildConfig
+from .records import SPEC_CONFIG, BuildConfig
 from .reference import reference_frequencies, reference_rotation, roformer_bound
 from .tensors import as_heads, randn
 
@@ -29,7 +29,6 @@ PATTERN_SEQ, PATTERN_D_MODEL, PATTERN_HEADS = 64, 768, 12  # head_dim 64 = seq: 
 PRECISION_POSITIONS = tuple(2**k for k in range(0, 21))
 SCALING_LENGTHS = (128, 256, 512, 1024, 2048)
 PATTERN_CONFIG = BuildConfig(d_model=PATTERN_D_MODEL, n_heads=PATTERN_HEADS, max_len=PATTERN_SEQ)
-PRECISION_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
 
 
 def _same_token(shape, device, seed=0):
@@ -61,7 +60,7 @@ def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
 
 def precision_errors(record, dtype, positions=PRECISION_POSITIONS, device: str = "cpu") -> list[float]:
     """Relative error of ``f(x, p)`` against the float64 formula at each position."""
-    config = PRECISION_CONFIG
+    config = SPEC_CONFIG
     module = record.build(replace(config, dtype=dtype, device=device))
     x = randn(record.input_shape(1, 1, config), seed=7, dtype=dtype, device=device)
     x64 = as_heads(x, config).to(torch.float64)
