@@ -13,6 +13,7 @@ This module is the public face: the names plug-in files and users import.
 from .encoders import (
     LAYOUTS,
     CompiledRotaryEmbedding,
+    CosSinRotaryEmbedding,
     DynamicPositionalEncoding,
     HybridPositionalEncoding,
     LearnablePositionalEmbedding,
@@ -22,14 +23,18 @@ from .encoders import (
     RotaryEmbedding,
     RotaryEmbeddingComplex,
     SinusoidalPositionalEncoding,
+    XPosRotaryEmbedding,
     angle_dtype,
+    apply_rotary_cos_sin,
     inverse_frequencies,
+    xpos_scale,
 )
-from .harness.claims import CLAIMS, ClaimViolation
+from .harness.claims import CLAIMS, CONTRACT, ClaimViolation
 from .harness.declarations import rotary_claims
 from .harness.records import (
     DEFAULT_TOLERANCES,
     HOLDS,
+    FLOAT64_THROUGH_FP32_ANGLES,
     BuildConfig,
     Declared,
     EncoderRecord,
@@ -37,12 +42,15 @@ from .harness.records import (
     Tolerance,
     not_applicable,
     refuted,
+    tolerances_for_angles,
     with_defaults,
 )
 from .harness.registry import get, load_plugin, records, register, unregister
 
 __all__ = [
-    "CLAIMS", "ClaimViolation", "CompiledRotaryEmbedding", "DEFAULT_TOLERANCES", "HOLDS", "LAYOUTS",
+    "CLAIMS", "CONTRACT", "ClaimViolation", "CompiledRotaryEmbedding", "CosSinRotaryEmbedding", "DEFAULT_TOLERANCES",
+    "FLOAT64_THROUGH_FP32_ANGLES", "HOLDS", "LAYOUTS", "XPosRotaryEmbedding", "apply_rotary_cos_sin",
+    "tolerances_for_angles", "xpos_scale",
     "BuildConfig", "Declared", "DynamicPositionalEncoding", "EncoderRecord", "HybridPositionalEncoding",
     "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
     "RotaryEmbedding", "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "Tolerance",

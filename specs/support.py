@@ -13,10 +13,12 @@ import pytest
 import torch
 
 from posenc import BuildConfig, ClaimViolation, EncoderRecord
-from posenc.harness import records, tensors
-from posenc.harness.contract import Undecided
+from posenc.harness import protocols, records, tensors
+from posenc.harness.claims import NoClearError
+from posenc.harness.contract import Excluded, Undecided
 from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
+    call_length,
     FAR_POSITIONS,
     input_pair_order,
     output_pair_order,
@@ -25,7 +27,7 @@ from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name
     reference_rotation,
     roformer_bound,
 )
-from posenc.harness.running import RunningSpec, current, reproducer, running
+from posenc.harness.running import RunningSpec, current, drawn_values, reproducer, running, shorten  # noqa: F401
 from posenc.harness.tensors import from_heads, max_error, randn  # noqa: F401  (specs use them as s.<name>)
 
 #: The configuration every spec builds encoders with unless it says otherwise.
@@ -40,7 +42,8 @@ def config(**overrides) -> BuildConfig:
 
 
 def build(record: EncoderRecord, dtype=torch.float32, device="cpu", **overrides) -> torch.nn.Module:
-    return record.make(**{**config(**overrides).__dict__, "dtype": dtype, "device": device})
+    """The encoder as specs call it, ``f(x, positions=None, offset=0)``, whatever its protocol."""
+    return protocols.build_subject(record, **{**config(**overrides).__dict__, "dtype": dtype, "device": device})
 
 
 def input_shape(record: EncoderRecord, batch: int, seq: int, cfg: BuildConfig = SPEC_CONFIG) -> tuple:
@@ -82,7 +85,24 @@ def violated(summary: str, **details):
     """Raise :class:`ClaimViolation` of the running spec's claim, with ``details`` and a reproducer."""
     __tracebackhide__ = True
     spec = current()
-    raise ClaimViolation(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec))
+    drawn = drawn_values(spec)
+    error = ClaimViolation(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec, drawn))
+    error.drawn = drawn
+    raise error
+
+
+def no_clear_error(summary: str, **details):
+    """Raise :class:`NoClearError`: bad input met with no error or an unclear one, but no garbage."""
+    __tracebackhide__ = True
+    spec = current()
+    drawn = drawn_values(spec)
+    error = NoClearError(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec, drawn))
+    error.drawn = drawn
+    raise error
+
+
+#: A clear error past a table names the limit ("index 4096 is out of bounds … size 4096" does not).
+LIMIT_WORDS = ("max_len", "max_seq_len", "max_position", "maximum", "limit", "table", "exceed")
 
 
 def undecided(summary: str, **details):
@@ -106,3 +126,36 @@ def judging(record: EncoderRecord, claim: str):
     harness that takes no ``record`` argument, outside the matrix)."""
     with running(RunningSpec(claim, "demonstration", "(demonstration)", "", record)):
         yield
+
+
+def encode_pair(module, q, k, q_positions=None, k_positions=None, **offsets):
+    """``(f_q(q, m), f_k(k, n))`` through the encoder's richest protocol (``q_offset=``/``k_offset=``)."""
+    return protocols.encode_pair(module, q, k, q_positions, k_positions, **offsets)
+
+
+def logits(module, q, k, q_positions=None, k_positions=None, **offsets) -> tuple[torch.Tensor, float]:
+    """Per-token, per-head ``⟨f_q(q_j, m_j), f_k(k_j, n_j)⟩`` in float64 (q and k of equal length), and
+    the scale rounding errors are measured against: the largest ``Σ_i |f_q(q)_i|·|f_k(k)_i|``."""
+    with torch.no_grad():
+        fq, fk = encode_pair(module, q, k, q_positions, k_positions, **offsets)
+    fq, fk = as_heads(fq).to(torch.float64), as_heads(fk).to(torch.float64)
+    return (fq * fk).sum(-1), dot_scale(fq, fk)
+
+
+def dot_scale(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``max Σ_i |a_i|·|b_i|`` over the last dim: the magnitude a dot product's rounding errors scale with
+    (``|q|·|k|`` for a rotation; smaller than that where a scale such as xPos's differs by pair)."""
+    return float((a.abs() * b.abs()).sum(-1).max())
+
+
+def require_head_dim(record: EncoderRecord, head_dim: int) -> None:
+    """Skip, with the reason, a configuration the record says the encoder does not support."""
+    if not record.supports_head_dim(head_dim):
+        raise Excluded(f"{record.name} supports head_dim ≥ {record.min_head_dim} in multiples of "
+                       f"{record.head_dim_multiple}; this check needs head_dim={head_dim}")
+
+
+def supported_head_dim(record: EncoderRecord, drawn: int) -> int:
+    """The smallest head_dim ≥ ``drawn`` the record supports: how drawn sizes respect the record."""
+    multiple = record.head_dim_multiple
+    return max(record.min_head_dim + (-record.min_head_dim) % multiple, drawn + (-drawn) % multiple)

@@ -18,20 +18,22 @@ from hypothesis import example, given
 from posenc import ClaimViolation, RotaryEmbedding
 from specs import strategies as draws
 from specs import support as s
-from specs.test_relative_offset import shifted_logit_error
+from specs.test_relative_offset import offset_logit_error
 
 
-def _formula(record, x_heads, positions):
+def _formula(record, x_heads, positions, side="q"):
     geometry = type(record.geometry)(**{**record.geometry.__dict__, "layout": "interleaved"})
-    return s.reference_rotation(x_heads, positions, geometry, s.SPEC_CONFIG.head_dim)
+    return s.reference_rotation(x_heads, positions, geometry, s.SPEC_CONFIG.head_dim, side=side)
 
 
 def _encode(record, dtype, seed, offset, batch=1, seq=5):
+    """The encoder at explicit positions ``offset …``: the layout is judged, not the offset path (PATH-1)."""
     module = s.build(record, dtype)
     x = s.randn(s.input_shape(record, batch, seq), seed, dtype)
-    with torch.no_grad():
-        y = s.as_heads(module(x, None, offset=offset)).to(torch.float64)
+    offset = min(offset, s.position_cap(record, offset + seq) - seq)
     positions = torch.arange(offset, offset + seq)[None]
+    with torch.no_grad():
+        y = s.as_heads(module(x, positions)).to(torch.float64)
     return s.as_heads(x).to(torch.float64), y, positions
 
 
@@ -70,13 +72,12 @@ def test_shared_layout_scores_match_the_formula(record, dtype, seed, m, n):
     module = s.build(record, dtype)
     q, k = s.randn(s.input_shape(record, 1, 5), seed, dtype), s.randn(s.input_shape(record, 1, 5), seed + 1, dtype)
     m, n = torch.tensor(m), torch.tensor(n)
-    with torch.no_grad():
-        scores = (s.as_heads(module(q, m)).double() * s.as_heads(module(k, n)).double()).sum(-1)
+    scores, _ = s.logits(module, q, k, m, n)
     pin = s.input_pair_order(record.geometry, s.SPEC_CONFIG.head_dim)
     fq = _formula(record, s.as_heads(q).double()[..., pin], m[None])
-    fk = _formula(record, s.as_heads(k).double()[..., pin], n[None])
+    fk = _formula(record, s.as_heads(k).double()[..., pin], n[None], side="k")
     expected = (fq * fk).sum(-1)
-    scale = float((s.as_heads(q).double().norm(dim=-1) * s.as_heads(k).double().norm(dim=-1)).max())
+    scale = s.dot_scale(fq, fk)
     s.require_within(error=s.max_error(scores, expected),
                      bound=record.tolerance(dtype).bound(scale, s.max_angle(torch.cat((m, n)), record.geometry)),
                      what="⟨f(q, m), f(k, n)⟩ differs from the formula's scores on P_in q, P_in k")
@@ -104,9 +105,8 @@ def test_mixing_layouts_between_q_and_k_breaks_relative_offset():
 
     record = get("rope_interleaved")
     module = _MixedLayouts(s.SPEC_CONFIG.head_dim)
-    q, k = s.randn(s.input_shape(record, 1, 6), 0), s.randn(s.input_shape(record, 1, 6), 1)
     m, n = torch.tensor([0, 1, 2, 3, 5, 8]), torch.tensor([0, 0, 1, 7, 3, 2])
-    error, scale = shifted_logit_error(record, module, q, k, m, n, 100)
+    error, scale, _ = offset_logit_error(record, module, torch.float32, "cpu", 0, m, n, 100)
     bound = record.tolerance(torch.float32).bound(scale, 200.0)
     with s.judging(record, "ROPE-4"), pytest.raises(ClaimViolation, match="ROPE-4"):
         s.require_within(error=error, bound=bound, what="mixed layouts")

@@ -45,14 +45,17 @@ def _cfg(head_dim, n_heads):
 @given(seed=draws.seeds, position=st.integers(0, 5000))
 @example(seed=0, position=3)
 def test_two_dimensional_rotation_is_the_explicit_matrix(record, dtype, seed, position):
-    """d = 2: one pair, rotated by ``m·θ_0 / s`` (θ_0 = 1 for the formula) and scaled by the geometry's magnitude."""
+    """d = 2: one pair, rotated by ``m·θ_0 / s`` (θ_0 = 1 for the formula) and scaled as the geometry declares."""
+    s.require_head_dim(record, 2)
     module = s.build(record, dtype, **s.heads_config(2, n_heads=1))
     x = s.randn(s.input_shape(record, 1, 1, _cfg(2, 1)), seed, dtype)
     with torch.no_grad():
         y = module(x, torch.tensor([position])).reshape(2).to(torch.float64)
-    a = position * float(record.geometry.inverse_frequencies(2)[0]) / record.geometry.scaling_factor
+    geometry = record.geometry
+    a = position * float(geometry.inverse_frequencies(2, length=position + 1)[0]) / geometry.scaling_factor
+    scale = float(geometry.scale(torch.tensor([position]), 2)[0, 0])
     matrix = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
-    expected = record.geometry.magnitude * matrix @ x.reshape(2).to(torch.float64)
+    expected = scale * matrix @ x.reshape(2).to(torch.float64)
     s.require_within(error=s.max_error(y, expected),
                      bound=record.tolerance(dtype).bound(float(expected.abs().max()), a),
                      what=f"d=2 output differs from [[cos, −sin], [sin, cos]] at m={position}")
@@ -79,10 +82,11 @@ def test_position_zero_is_the_identity(record, dtype):
     x = s.randn(s.input_shape(record, 2, 3), seed=11, dtype=dtype)
     with torch.no_grad():
         y = module(x, torch.zeros(3, dtype=torch.long))
-    order = s.output_pair_order(record.geometry, s.SPEC_CONFIG.head_dim)
-    expected = s.as_heads(x)[..., order] if record.geometry.layout == "concatenated" else s.as_heads(x)
-    s.require_within(error=s.max_error(s.as_heads(y), expected), bound=0.0,
-                     what="R_0 is not the identity (up to the layout's output order)")
+    expected = s.reference_rotation(s.as_heads(x), torch.zeros(1, 3, dtype=torch.long), record.geometry,
+                                    s.SPEC_CONFIG.head_dim)  # x itself, in the layout's output order, times the declared scale
+    s.require_within(error=s.max_error(s.as_heads(y), expected),
+                     bound=record.tolerance(dtype).bound(float(expected.abs().max())),
+                     what="R_0 is not the identity (up to the layout's output order and the declared scale)")
 
 
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
@@ -90,7 +94,8 @@ def test_position_zero_is_the_identity(record, dtype):
 @example(m=3, n=61)
 @example(m=64, n=64)
 def test_rotations_compose(record, m, n):
-    """``R_m R_n = R_{m+n}``, read off as matrices (float64), back in the formula's order."""
+    """``R_m R_n = R_{m+n}``, read off as matrices (float64), back in the formula's order, each divided by
+    the scale the geometry declares at its position (YaRN's factor, xPos's ζ^p), so only the rotations compose."""
     s.needs_float64(record)
     head_dim = s.SPEC_CONFIG.head_dim
     module = s.build(record, torch.float64, **s.heads_config(head_dim, n_heads=1))
@@ -100,7 +105,11 @@ def test_rotations_compose(record, m, n):
 
     def formula_order(position):
         matrix = rotation_matrix(record, module, position, head_dim)
-        return matrix[to_formula][:, pin] if layout != "half_split" else matrix[pin][:, pin]
+        matrix = matrix[to_formula][:, pin] if layout != "half_split" else matrix[pin][:, pin]
+        scale = record.geometry.scale(torch.tensor(position), record.geometry.rotary_dim(head_dim))
+        per_feature = torch.ones(head_dim, dtype=torch.float64)
+        per_feature[: 2 * len(scale)] = scale.repeat_interleave(2)
+        return matrix / per_feature[:, None]
 
     composed, direct = formula_order(m) @ formula_order(n), formula_order(m + n)
     s.require_within(error=s.max_error(composed, direct),
@@ -143,7 +152,7 @@ def test_backward_is_the_inverse_rotation(record, seed, offset):
         geometry = type(record.geometry)(**{**record.geometry.__dict__, "layout": "interleaved"})
     else:
         geometry = record.geometry
-    expected = s.reference_rotation(g_heads, -positions, geometry, head_dim)
+    expected = s.reference_rotation(g_heads, positions, geometry, head_dim, transpose=True)
     s.require_within(error=s.max_error(s.as_heads(x.grad), expected),
                      bound=record.tolerance(torch.float64).bound(float(expected.abs().max()),
                                                                s.max_angle(positions, record.geometry)),
@@ -165,6 +174,7 @@ def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
 @example(base=500.0, dim=64)
 def test_frequencies_follow_the_formula(record, base, dim):
     s.needs_float64(record)
+    dim = s.supported_head_dim(record, dim)
     module = s.build(record, torch.float64, **s.heads_config(dim, base=base))
     geometry = record.geometry
     rotary_dim = geometry.rotary_dim(dim)
@@ -181,6 +191,7 @@ def test_long_term_decay_of_the_roformer_bound(record):
     """RoFormer §3.4.3: window means of B(r) fall from r ≈ 1 to r ≈ 4096, yet B is not monotone."""
     s.needs_float64(record)
     dim = 128
+    s.require_head_dim(record, dim)
     module = s.build(record, torch.float64, **s.heads_config(dim))
     theta = measured_frequencies(record, module, dim)
     distances = torch.arange(0, 4096)
@@ -207,8 +218,8 @@ def test_equals_complex_multiplication(record, dtype, device, seed, positions):
     layout = record.geometry.layout
     r = record.geometry.rotary_dim(head_dim)
     x64 = s.as_heads(x).to(torch.float64)[..., s.input_pair_order(record.geometry, head_dim)]
-    theta = record.geometry.inverse_frequencies(r) / record.geometry.scaling_factor
-    magnitude = torch.full((len(p), r // 2), record.geometry.magnitude, dtype=torch.float64)
+    theta = record.geometry.inverse_frequencies(r, length=s.call_length(p)) / record.geometry.scaling_factor
+    magnitude = record.geometry.scale(p.cpu(), r)
     phasor = torch.polar(magnitude, p[:, None].double().cpu() * theta)
     pairs = torch.view_as_complex(x64[..., :r].reshape(*x64.shape[:-1], r // 2, 2).contiguous().cpu())
     rotated = torch.view_as_real(pairs * phasor[None, :, None, :]).flatten(-2)

@@ -42,8 +42,8 @@ def shift_change(record, dtype, device, seed, offset, shift):
 
         def attention(start):
             with torch.no_grad():
-                fq, fk = s.as_heads(module(q, None, offset=start)), s.as_heads(module(k, None, offset=start))
-            return s.reference_attention(fq, fk, v)
+                fq, fk = s.encode_pair(module, q, k, q_offset=start, k_offset=start)
+            return s.reference_attention(s.as_heads(fq), s.as_heads(fk), v)
 
     before, after = attention(offset), attention(offset + shift)
     qn, kn = s.as_heads(q).double().norm(dim=-1).max(), s.as_heads(k).double().norm(dim=-1).max()

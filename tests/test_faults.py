@@ -226,7 +226,7 @@ BROKEN_PLUGINS = {
 
 
 @pytest.mark.parametrize("args, env, message", [
-    (("--encoders", "nosuch"), {}, "ERROR: --encoders: unknown encoder(s) nosuch; registered: learnable"),
+    (("--encoders", "nosuch"), {}, "ERROR: --encoders: no encoder matches nosuch; registered: learnable"),
     (("--device", "tpu"), {}, "ERROR: --device: unknown device 'tpu'; allowed: cpu, cuda"),
     ((), {"POSENC_DEVICE": "gpu"}, "ERROR: POSENC_DEVICE: unknown device 'gpu'; allowed: cpu, cuda"),
     ((), {"POSENC_PERF_DEVICES": "junk"}, "ERROR: POSENC_PERF_DEVICES: 'junk' is not a list of devices"),

@@ -9,6 +9,7 @@ harness live in :mod:`posenc.harness.builtin_records`.
 * :mod:`.attention` - softmax and linear attention with RoPE (000 §3.3, §5.2; 004 §4-5);
 * :mod:`.hybrid`, :mod:`.dynamic` - the documents' variants (000 §5.1, §5.3);
 * :mod:`.fused` - the interleaved rotation as one compiled kernel;
+* :mod:`.qk_rotary` - RoPE on q and k together: the cos/sin and pair protocols, xPos;
 * :mod:`.positions`, :mod:`.validation` - positions, angles and input checks shared by all;
 * :mod:`.published`, :mod:`.ecosystem`, :mod:`.scaling` - rooms for the documents' code as
   published, adapters of other libraries, and frequency-scaling variants.
@@ -20,11 +21,12 @@ from .dynamic import DynamicPositionalEncoding
 from .fused import CompiledRotaryEmbedding
 from .hybrid import HybridPositionalEncoding
 from .positions import angle_dtype, inverse_frequencies
+from .qk_rotary import CosSinRotaryEmbedding, XPosRotaryEmbedding, apply_rotary_cos_sin, xpos_scale
 from .rotary import LAYOUTS, MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
 
 __all__ = [
-    "CompiledRotaryEmbedding", "DynamicPositionalEncoding", "HybridPositionalEncoding", "LAYOUTS",
+    "CompiledRotaryEmbedding", "CosSinRotaryEmbedding", "DynamicPositionalEncoding", "HybridPositionalEncoding", "LAYOUTS",
     "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
     "RotaryEmbedding", "RotaryEmbeddingComplex", "SinusoidalPositionalEncoding", "angle_dtype",
-    "inverse_frequencies",
+    "XPosRotaryEmbedding", "apply_rotary_cos_sin", "inverse_frequencies", "xpos_scale",
 ]

@@ -70,6 +70,8 @@ class RotaryEmbedding(FrequencyModule):
         are divided by this factor;
       * ``frequencies``: a schedule ``(rotary_dim, base) -> θ`` in float64, such as
         :func:`.scaling.frequencies.yarn` (default ``base^(-2i/d)``);
+      * ``length_dependent``: the schedule takes ``length=`` too, the call's largest position
+        + 1, and is evaluated per call (dynamic NTK); nothing is kept between calls;
       * ``magnitude``: a factor on the rotated features (YaRN's attention factor).
     """
 
@@ -83,6 +85,7 @@ class RotaryEmbedding(FrequencyModule):
         scaling_factor: float = 1.0,
         frequencies=None,
         magnitude: float = 1.0,
+        length_dependent: bool = False,
     ):
         super().__init__()
         require_even(head_dim, "head_dim")
@@ -96,10 +99,22 @@ class RotaryEmbedding(FrequencyModule):
         require_positive(magnitude, "magnitude")
         self.head_dim, self.rotary_dim, self.base = head_dim, rotary_dim, float(base)
         self.layout, self.scaling_factor, self.magnitude = layout, float(scaling_factor), float(magnitude)
-        self._init_frequencies(rotary_dim, self.base, frequencies)
+        if length_dependent and frequencies is None:
+            raise ValueError("length_dependent needs a frequencies schedule that takes length=")
+        self.length_dependent = length_dependent
+        self._schedule = frequencies
+        self._init_frequencies(rotary_dim, self.base, None if length_dependent else frequencies)
+
+    def frequencies_for(self, positions: torch.Tensor) -> torch.Tensor:
+        """θ for this call: the stored schedule, or a length-dependent one at the call's length."""
+        if not self.length_dependent:
+            return self.inv_freq
+        length = int(positions.max()) + 1 if positions.numel() else 0
+        theta = torch.as_tensor(self._schedule(self.rotary_dim, self.base, length=length), dtype=torch.float64)
+        return theta.to(positions.device)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
-        angles = rotation_angles(positions, self.inv_freq, dtype, self.scaling_factor)
+        angles = rotation_angles(positions, self.frequencies_for(positions), dtype, self.scaling_factor)
         return angles.cos(), angles.sin()
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):

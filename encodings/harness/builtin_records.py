@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from functools import partial
 
+import torch
+
 from ..encoders.absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
 from ..encoders.attention import LinearAttentionRoPE, RoPEAttention
 from ..encoders.dynamic import DynamicPositionalEncoding
 from ..encoders.fused import CompiledRotaryEmbedding
 from ..encoders.hybrid import HybridPositionalEncoding
+from ..encoders.qk_rotary import CosSinRotaryEmbedding, XPosRotaryEmbedding, apply_rotary_cos_sin, xpos_scale
 from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
 from ..encoders.scaling import frequencies as schedules
 
@@ -43,6 +46,15 @@ NTK = partial(schedules.ntk_aware, factor=4.0)
 YARN = partial(schedules.yarn, factor=4.0, original_max_position=2048)
 YARN_MAGNITUDE = schedules.yarn_attention_factor(4.0)
 LLAMA3 = partial(schedules.llama3, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position=8192)
+DYNAMIC_TRAINED_LENGTH = 128  # the specs' max_len (SPEC_CONFIG)
+DYNAMIC_NTK = partial(schedules.dynamic_ntk, factor=2.0, max_position=DYNAMIC_TRAINED_LENGTH)
+LONGROPE = partial(schedules.longrope, factors=lambda pairs: [4.0 ** (i / max(pairs - 1, 1)) for i in range(pairs)])
+LONGROPE_MAGNITUDE = schedules.longrope_attention_factor(4.0, 2048)
+PARTIAL = RotaryGeometry(layout="half_split", rotary_fraction=0.25)
+_LENGTH_DEPENDENT = "θ follows each call's length past the trained 128 positions on purpose"
+_XPOS_RANGE = ("ζ_i^(±p/512) leaves the float range far out (fp32 at p ≈ 10^5, fp16 at p ≈ 10^4): "
+               "the logits become 0·∞ there, as xPos's authors note for long inputs")
+_XPOS_FP16 = "in float16, k's factor ζ_i^(−p/512) passes 65504 from p ≈ 4500: k' overflows to ∞"
 _NOT_THE_SCHEDULE = refuted("θ_i is changed on purpose for long context, so it is not base^(-2i/d)",
                             specs=("test_frequencies_follow_the_formula",))
 _SCALED = "the attention factor scales the rotated features by {:.4f}: a scaled rotation, not a rotation"
@@ -179,12 +191,82 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
         geometry=RotaryGeometry(layout="interleaved", frequencies=YARN, magnitude=YARN_MAGNITUDE),
         description="NTK-by-parts ramp (s = 4, L = 2048) and attention factor 0.1·ln s + 1",
         claims=rotary_claims({
-            "ROPE-1": refuted(_SCALED.format(YARN_MAGNITUDE) + ": R_0 ≠ I and m·R_a · m·R_b ≠ m·R_(a+b)",
-                              specs=("test_position_zero_is_the_identity", "test_rotations_compose")),
             "ROPE-2": _NOT_THE_SCHEDULE,
             "ROPE-3": refuted(_SCALED.format(YARN_MAGNITUDE) + ": norms grow by that factor"),
-            "ROPE-10a": refuted(_SCALED.format(YARN_MAGNITUDE) + ": the far-position check includes the norm"),
-            "ROPE-11": refuted(_SCALED.format(YARN_MAGNITUDE) + ": the half-precision check includes the norm"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_dynamic_ntk",
+        build=_rope("interleaved", frequencies=DYNAMIC_NTK, length_dependent=True),
+        kind="rotary",
+        source="dynamic NTK scaling (emozilla, 2023; transformers' rope_type='dynamic'), compared with 004 §10.3",
+        geometry=RotaryGeometry(layout="interleaved", frequencies=DYNAMIC_NTK, length_dependent=True),
+        description=f"NTK-aware base grown with the call's own length past {DYNAMIC_TRAINED_LENGTH}, s = 2, no state",
+        claims=rotary_claims({
+            "ROPE-1": refuted(_LENGTH_DEPENDENT + ": R_m (at length m+1) · R_n ≠ R_(m+n) (at length m+n+1)",
+                              specs=("test_rotations_compose",)),
+            "ROPE-4": refuted(_LENGTH_DEPENDENT + ": q and k in calls of different length turn at different rates"),
+            "ROPE-10a": refuted(_LENGTH_DEPENDENT + ": far positions are long calls"),
+            "ROPE-11": refuted(_LENGTH_DEPENDENT + ": far positions are long calls"),
+            "ATT-4": refuted(_LENGTH_DEPENDENT + ": a shift past the trained length changes every angle"),
+            "PATH-2": refuted(_LENGTH_DEPENDENT + ": a key cached at step j was rotated at length j + 1, "
+                              "not at the full sequence's length"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_longrope",
+        build=_rope("interleaved", frequencies=LONGROPE, magnitude=LONGROPE_MAGNITUDE),
+        kind="rotary",
+        source="LongRoPE (Ding et al. 2024, §3), per-pair factors, compared with 004 §10.3",
+        geometry=RotaryGeometry(layout="interleaved", frequencies=LONGROPE, magnitude=LONGROPE_MAGNITUDE),
+        description="θ_i / λ_i with λ rising geometrically from 1 to 4 over the pairs, attention factor √(1 + ln 4 / ln 2048)",
+        claims=rotary_claims({
+            "ROPE-2": _NOT_THE_SCHEDULE,
+            "ROPE-3": refuted(_SCALED.format(LONGROPE_MAGNITUDE) + ": norms grow by that factor"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_xpos",
+        build=lambda c: _on(XPosRotaryEmbedding(c.head_dim, base=c.base), c),
+        kind="rotary",
+        protocol="pair",
+        source="xPos (Sun et al. 2022, §3.1), a RoPE variant applied to q and k together",
+        geometry=RotaryGeometry(layout="interleaved", position_scale=xpos_scale()),
+        description="interleaved RoPE, q scaled by ζ_i^(p/512) and k by ζ_i^(−p/512): the pair protocol",
+        claims=rotary_claims({
+            "ROPE-3": refuted("q at p is scaled by ζ_i^(p/512) and k by its inverse: norms change on purpose"),
+            "ROPE-4": refuted(_XPOS_FP16, dtypes=(torch.float16,)),
+            "ROPE-10a": refuted(_XPOS_RANGE),
+            "ROPE-11": refuted(_XPOS_RANGE),
+            "ROPE-13": refuted(_XPOS_FP16, specs=("test_shared_layout_scores_match_the_formula",),
+                               dtypes=(torch.float16,)),
+            "PATH-1": not_applicable("the pair protocol takes explicit positions only"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_cos_sin",
+        build=lambda c: _on(CosSinRotaryEmbedding(c.head_dim, base=c.base), c),
+        apply=apply_rotary_cos_sin,
+        kind="rotary",
+        protocol="cos_sin",
+        source="the transformers / vLLM convention: cos, sin = rope(x, position_ids); apply(q, k, cos, sin)",
+        geometry=RotaryGeometry(layout="half_split"),
+        description="half-split cos/sin tables, then q·cos + rotate_half(q)·sin: the cos/sin protocol",
+        claims=rotary_claims({
+            "ROPE-13": refuted("pairs (i, i+d/2) permute the formula's coordinates", specs=_NOT_THE_FORMULA),
+            "PATH-1": not_applicable("the cos/sin protocol takes explicit positions only"),
+        }),
+    ),
+    EncoderRecord(
+        name="rope_partial",
+        build=lambda c: _on(RotaryEmbedding(c.head_dim, base=c.base, layout="half_split",
+                                            rotary_dim=PARTIAL.rotary_dim(c.head_dim)), c),
+        kind="rotary",
+        source="partial rotary (GPT-NeoX, rotary_pct = 0.25), compared with 004 §3.2",
+        geometry=PARTIAL,
+        description="the first quarter of each head rotated in half-split pairs, the rest passed through",
+        claims=rotary_claims({
+            "ROPE-13": refuted("pairs (i, i+r/2) permute the formula's coordinates", specs=_NOT_THE_FORMULA),
         }),
     ),
     EncoderRecord(

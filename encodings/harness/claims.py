@@ -45,7 +45,13 @@ CLAIMS: dict[str, str] = {
     "DYN-3": "dynamic mixes 0.7 : 0.3; at scale 1 equals the base",
     "PERF-1": "forward time: learnable < sinusoidal < RoPE (V100 ms)",
     "PERF-2": "memory: learnable 3.8 MB, sinusoidal 0.2 MB, RoPE 1.5 MB",
+    # The harness's own additions (specs/claims.md): equivalent call paths agree.
+    "PATH-1": "offset path = explicit positions (harness)",
+    "PATH-2": "decoding against cached keys = full sequence (harness)",
+    "PATH-3": "module.to(dtype) keeps the frequencies (harness)",
 }
+#: Claims the harness adds; the documents do not make them.
+HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3")
 
 
 class ClaimViolation(AssertionError):
@@ -59,3 +65,11 @@ class ClaimViolation(AssertionError):
         lines = [f"[{claim}] {encoder}: {summary}"]
         lines += [f"  {key}: {value}" for key, value in details.items()]
         super().__init__("\n".join(lines))
+
+
+class NoClearError(ClaimViolation):
+    """Bad input met with no error, or an error that names no limit, where the result is not
+    garbage (an integer input computed with, a negative position rotated by −p). The only failure a
+    declared contract refutation ("this library validates no input") excuses; silent garbage (a
+    negative position wrapping to a table's end, positions silently sliced) is a plain
+    :class:`ClaimViolation` and stays reported."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from .protocols import build_subject
 from .records import SPEC_CONFIG, EncoderRecord
 from .tensors import randn
 
@@ -25,6 +26,11 @@ class Blocked(pytest.skip.Exception):
 class SpecTimeout(BaseException):
     """A spec ran past its timeout. A ``BaseException``, so that no test framework inside the
     spec (Hypothesis retries and shrinks on ordinary failures) can catch it and run on."""
+
+
+class Excluded(pytest.skip.Exception):
+    """A spec that needs a configuration the record says its encoder does not support (a head_dim,
+    say): a skip with the reason, counted as run, never a crash."""
 
 
 class Undecided(pytest.skip.Exception):
@@ -46,7 +52,7 @@ def contract_problem(record: EncoderRecord, dtype: torch.dtype | None, device: s
 
 def _probe(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | None:
     try:
-        module = record.make(**{**SPEC_CONFIG.__dict__, "dtype": dtype, "device": device})
+        module = build_subject(record, **{**SPEC_CONFIG.__dict__, "dtype": dtype, "device": device})
         x = randn(record.input_shape(2, 5, SPEC_CONFIG), seed=0, dtype=dtype, device=device)
         with torch.no_grad():
             y = module(x)

@@ -39,14 +39,18 @@ ROTARY_DEFAULTS = {
     "ROPE-14": not_applicable("no position scaling"),
 }
 
+NOT_ROTARY_PATHS = family(("PATH-",), "call paths are checked on rotary encoders")
+
 ADDITIVE_DEFAULTS = {
     **{c: not_applicable("not a claim about absolute encodings") for c in CLAIMS},
+    **NOT_ROTARY_PATHS,
     "ATT-4": refuted("x + pe[p] logits carry absolute positions (ABS-5)"),
 }
 
 ATTENTION_DEFAULTS = {
     **{c: not_applicable("checked on the rotary encoder this module uses") for c in CLAIMS},
     **NOT_PERF,
+    **NOT_ROTARY_PATHS,
     "ATT-1": HOLDS,
     "ATT-2": HOLDS,
     "ATT-3": not_applicable("no causal mask"),

@@ -10,11 +10,13 @@ every spec of one claim on one encoder:
 * ``unexpectedly failing``- a spec raised ClaimViolation where the claim was declared to hold;
 * ``unexpectedly holds``  - a declared refutation did not happen;
 * ``crashed``             - a spec raised anything but ClaimViolation;
+* ``failing and crashed`` - both: one spec found a violation, another crashed (neither hides the other);
 * ``timed out``           - a spec ran past its timeout (a crash, named so);
 * ``undecided``           - a measured claim whose confidence interval contains its bar;
 * ``blocked``             - not judged: the encoder breaks the shape contract, or an earlier
   spec of it timed out (the ``contract`` row, or the timed-out cell, says why);
-* ``n/a``                 - the claim does not apply to this encoder;
+* ``n/a``                 - the claim does not apply to this encoder (or every spec of the cell
+  needs a configuration the record excludes);
 * ``not run``             - it applies, but no spec of it ran (deselected, e.g. ``-m perf``).
 """
 
@@ -23,11 +25,11 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from .claims import CLAIMS, CONTRACT
+from .claims import CLAIMS, CONTRACT, HARNESS_CLAIMS
 
-_PRIORITY = ("crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "undecided",
-             "holds")
-SURPRISES = ("unexpectedly failing", "unexpectedly holds", "crashed", "timed out", "blocked")
+_PRIORITY = ("failing and crashed", "crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "undecided",
+             "holds", "excluded")
+SURPRISES = ("failing and crashed", "unexpectedly failing", "unexpectedly holds", "crashed", "timed out", "blocked")
 SYMBOLS = {
     "holds": "ok",
     "holds (partial)": "ok*",
@@ -35,6 +37,7 @@ SYMBOLS = {
     "unexpectedly failing": "FAIL",
     "unexpectedly holds": "XPASS",
     "crashed": "CRASH",
+    "failing and crashed": "F+CR",
     "timed out": "TIME",
     "blocked": "BLOCK",
     "undecided": "?",
@@ -49,15 +52,41 @@ class Outcome:
     encoder: str
     spec: str
     test_id: str
-    state: str  # holds | refuted | unexpectedly failing | unexpectedly holds | crashed | timed out | blocked
+    state: str  # holds | refuted | unexpectedly failing | unexpectedly holds | crashed | timed out | blocked | excluded
     message: str = ""
+    reproducer: str = ""  # a pytest command with the drawn values
+    python: str = ""  # a standalone script that raises the failure again
 
 
 def aggregate(states: list[str]) -> str:
+    if "crashed" in states and "unexpectedly failing" in states:
+        return "failing and crashed"
     for state in _PRIORITY:
         if state in states:
             return state
     return "not run"
+
+
+def surprise_lines(outcomes: list[Outcome]) -> list[str]:
+    """One line per cell with a surprise (FAIL, CRASH, both, XPASS, TIME, BLOCK): its first message
+    of each kind, how many specs, and a reproducer."""
+    cells: dict[tuple[str, str], list[Outcome]] = {}
+    for o in outcomes:
+        if o.state in SURPRISES:
+            cells.setdefault((o.claim, o.encoder), []).append(o)
+    lines = []
+    for (claim, encoder), found in cells.items():
+        states = [o.state for o in found]
+        shown = aggregate(states)
+        firsts = {}
+        for o in found:
+            firsts.setdefault(o.state, o)
+        messages = " | ".join(f"{SYMBOLS[s]}: {o.message}" for s, o in firsts.items())
+        specs = len({o.spec for o in found})
+        again = next((o.reproducer for o in found if o.reproducer), "")
+        lines.append(f"{SYMBOLS[shown]:<5} {claim} on {encoder} ({specs} spec{'s' if specs > 1 else ''}): {messages}"
+                     + (f"  ⟶ {again}" if again else ""))
+    return lines
 
 
 def build_matrix(records, outcomes: list[Outcome], expected: dict[tuple[str, str], set[str]] | None = None,
@@ -76,6 +105,8 @@ def build_matrix(records, outcomes: list[Outcome], expected: dict[tuple[str, str
             return "n/a"
         ran = by_cell.get((claim, record.name), [])
         state = aggregate([o.state for o in ran])
+        if state == "excluded":
+            return "n/a"
         if state != "holds":
             return state
         if expected is None:
@@ -90,6 +121,9 @@ def declared_matrix(records) -> dict[str, dict[str, str]]:
     """The matrix a passing run must produce, rendered from the registry's declarations."""
     return {claim: {r.name: r.declared(claim).status for r in records} for claim in (CONTRACT, *CLAIMS)}
 
+HARNESS_NOTE = (f"\n{', '.join(HARNESS_CLAIMS)} are the harness's own requirements (equivalent call paths agree), "
+                "not claims of the documents.\n")
+
 
 def render_markdown(matrix: dict[str, dict[str, str]]) -> str:
     encoders = list(next(iter(matrix.values())))
@@ -99,8 +133,9 @@ def render_markdown(matrix: dict[str, dict[str, str]]) -> str:
     ]
     for claim, row in matrix.items():
         cells = [f"**{s}**" if s in SURPRISES else s for s in row.values()]
-        lines.append(f"| {claim} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        label = f"{claim} (harness)" if claim in HARNESS_CLAIMS else claim
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + HARNESS_NOTE
 
 
 def render_text(matrix: dict[str, dict[str, str]]) -> str:
@@ -116,4 +151,5 @@ def render_text(matrix: dict[str, dict[str, str]]) -> str:
     legend = "legend: " + ", ".join(f"{v} {k}" for k, v in SYMBOLS.items())
     lines += textwrap.wrap(legend, 160, subsequent_indent="        ")
     lines.append("ok* = the specs that ran passed, but not all of the cell's specs ran")
+    lines.append(HARNESS_NOTE.strip())
     return "\n".join(lines)

@@ -33,7 +33,7 @@ VARIABLES = {
 
 def addoptions(parser) -> None:
     group = parser.getgroup("posenc", "positional-encoding specs and benchmarks")
-    group.addoption("--encoders", default=None, help="comma-separated encoder names to run (default: all registered)")
+    group.addoption("--encoders", default=None, help="comma-separated encoder names or glob patterns to run, e.g. 'rope_*' (default: all registered)")
     group.addoption("--plugin", action="append", default=[], metavar="FILE",
                     help="load a Python file that registers encoders (repeatable)")
     group.addoption("--device", default=None, help="device the specs run on: cpu or cuda")

@@ -29,6 +29,7 @@ from typing import Callable, Mapping
 import torch
 from torch import nn
 
+from .protocols import build_subject
 from .records import BuildConfig, EncoderRecord
 
 #: The documents' configuration (000 §4.1).
@@ -88,7 +89,7 @@ def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, 
                   n_heads: int = DOC_HEADS, dtype: torch.dtype = torch.float32, device: str = "cpu",
                   backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2) -> Workload:
     """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its bytes."""
-    module = record.make(dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
+    module = build_subject(record, dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
     generator = torch.Generator(device="cpu").manual_seed(seed)
     shape = record.input_shape(batch, seq, BuildConfig(d_model=d_model, n_heads=n_heads))
     count = 2 if record.kind == "rotary" else 1  # rotary: q and k

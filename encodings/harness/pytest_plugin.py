@@ -31,6 +31,7 @@ applies. A declared refutation becomes a strict expected failure that accepts on
 
 from __future__ import annotations
 
+import fnmatch
 import signal
 import sys
 from dataclasses import asdict, dataclass, field
@@ -40,11 +41,11 @@ import pytest
 import torch
 
 from . import history, isolation, machine, options, parallel, perf_report, registry, reports
-from .claims import CLAIMS, CONTRACT, ClaimViolation
-from .contract import Blocked, SpecTimeout, Undecided, contract_problem
-from .matrix import SURPRISES, Outcome, build_matrix, render_markdown, render_text
+from .claims import CLAIMS, CONTRACT, ClaimViolation, NoClearError
+from .contract import Blocked, Excluded, SpecTimeout, Undecided, contract_problem
+from .matrix import Outcome, build_matrix, render_markdown, render_text, surprise_lines
 from .records import EncoderRecord
-from .running import RunningSpec, first_line, running
+from .running import RunningSpec, drawn_from_traceback, first_line, python_reproducer, reproducer, running, shorten
 
 
 @dataclass
@@ -110,12 +111,13 @@ def _load_plugins(files) -> None:
 def _select(settings: options.Settings) -> list[EncoderRecord]:
     _load_plugins(settings.plugins)
     everything = registry.records()
-    unknown = [n for n in settings.encoders if n not in {r.name for r in everything}]
+    names = [r.name for r in everything]
+    unknown = [n for n in settings.encoders if not fnmatch.filter(names, n)]
     if unknown:
         raise pytest.UsageError(
-            f"--encoders: unknown encoder(s) {', '.join(unknown)}; registered: {', '.join(r.name for r in everything)}"
+            f"--encoders: no encoder matches {', '.join(unknown)}; registered: {', '.join(r.name for r in everything)}"
         )
-    return [r for r in everything if not settings.encoders or r.name in settings.encoders]
+    return [r for r in everything if not settings.encoders or any(fnmatch.fnmatchcase(r.name, p) for p in settings.encoders)]
 
 
 def _interrupt_on_sigterm() -> None:
@@ -215,18 +217,27 @@ def _spec_params(metafunc, state: HarnessState, claim: str, options_: dict) -> l
     for record in state.records:
         if not record.applies(claim) or (kinds and record.kind not in kinds) or (requires and not requires(record)):
             continue
-        declared = record.declared(claim)
-        marks = [pytest.mark.xdist_group(record.name)]  # under pytest-xdist, one encoder's specs share a worker
-        if declared.expects_failure(metafunc.function.__name__):
-            marks.append(pytest.mark.xfail(strict=True, raises=ClaimViolation,
-                                           reason=f"{claim} refuted as declared: {declared.reason}"))
+        spec = metafunc.function.__name__
         if not takes_dtype:
-            params.append(pytest.param(record, id=record.name, marks=marks))
+            params.append(pytest.param(record, id=record.name, marks=_marks(record, claim, spec)))
             continue
         for dtype in (d for d in record.dtypes if d in options_.get("dtypes", record.dtypes)):
             params.append(pytest.param(record, dtype, id=f"{record.name}-{str(dtype).removeprefix('torch.')}",
-                                       marks=marks))
+                                       marks=_marks(record, claim, spec, dtype)))
     return params
+
+
+def _marks(record: EncoderRecord, claim: str, spec: str, dtype=None) -> list:
+    """Its encoder's xdist group (one encoder's specs share a worker), and a strict expected failure
+    where the record declares the claim refuted for this spec and dtype."""
+    group = pytest.mark.xdist_group(record.name)
+    declared = record.declared(claim)
+    if not declared.expects_failure(spec, dtype):
+        return [group]
+    where = f" in {str(dtype).removeprefix('torch.')}" if declared.dtypes else ""
+    excused = NoClearError if claim == CONTRACT else ClaimViolation  # silent garbage is never excused
+    return [group, pytest.mark.xfail(strict=True, raises=excused,
+                                     reason=f"{claim} refuted{where} as declared: {declared.reason}")]
 
 
 def pytest_generate_tests(metafunc):
@@ -254,6 +265,9 @@ def perf_session(request) -> PerfSession:
 
 
 _JUDGED = pytest.StashKey[tuple]()
+_RUNNING = pytest.StashKey[RunningSpec]()
+#: Fixtures a standalone reproducer can pass as values.
+_VALUE_FIXTURES = ("record", "dtype", "device")
 
 
 def _judged(item) -> tuple[str, EncoderRecord] | None:
@@ -333,6 +347,7 @@ def pytest_runtest_call(item):
     state = item.config.stash[_STATE]
     spec = RunningSpec(claim, item.originalname, item.stash.get(_SPEC_ID, item.nodeid), str(item.path), record,
                        tuple(item.fixturenames))
+    item.stash[_RUNNING] = spec
     before = isolation.capture()
     try:
         _block_if_unjudgeable(item, state, claim, record)  # the contract probe runs the encoder too
@@ -362,6 +377,8 @@ def _state_of(report, call, timeout: float | None) -> str | None:
             return "refuted"
         if call.excinfo is not None and call.excinfo.errisinstance(Blocked):
             return "blocked"
+        if call.excinfo is not None and call.excinfo.errisinstance(Excluded):
+            return "excluded"
         return "undecided" if call.excinfo is not None and call.excinfo.errisinstance(Undecided) else None
     if report.passed:
         return "unexpectedly holds" if hasattr(report, "wasxfail") else "holds"
@@ -387,7 +404,7 @@ def pytest_runtest_makereport(item, call):
     if state is None:
         return report
     claim, record = judged
-    message = ""
+    message, command, script = "", "", ""
     if state == "timed out":
         message = f"timeout: no result after {timeout:g} s"
         item.config.stash[_STATE].timed_out.setdefault(record.name, item.originalname)
@@ -397,9 +414,39 @@ def pytest_runtest_makereport(item, call):
         message = first_line(str(call.excinfo.value)) or call.excinfo.typename
         if state == "crashed":
             message = f"{call.excinfo.typename}: {message}"
-    outcome = Outcome(claim, record.name, item.originalname, item.stash.get(_SPEC_ID, item.nodeid), state, message)
+        if state in ("crashed", "unexpectedly failing") and _RUNNING in item.stash:
+            command, script = _reproducers(item, call.excinfo)
+            if item.config.option.tbstyle == "auto":  # --tb=long and the others keep pytest's traceback
+                report.longrepr = _short_failure(state, call.excinfo, command)
+    outcome = Outcome(claim, record.name, item.originalname, item.stash.get(_SPEC_ID, item.nodeid), state, message,
+                      command, script)
     report.user_properties.append((_OUTCOME, asdict(outcome)))
     return report
+
+
+def _reproducers(item, excinfo) -> tuple[str, str]:
+    """The pytest command and the standalone script that reproduce a failure or a crash."""
+    spec = item.stash[_RUNNING]
+    drawn = getattr(excinfo.value, "drawn", None)
+    if drawn is None:
+        drawn = drawn_from_traceback(spec, excinfo.tb)
+    command = reproducer(spec, drawn)
+    if any(name not in _VALUE_FIXTURES for name in spec.fixtures if name in item.funcargs):
+        return command, ""  # a spec with other fixtures (measurements) is rerun through pytest
+    fixtures = {name: item.funcargs[name] for name in _VALUE_FIXTURES if name in item.funcargs}
+    return command, python_reproducer(spec, fixtures, drawn)
+
+
+def _short_failure(state: str, excinfo, command: str) -> str:
+    """What pytest prints for a judged failure: the violation and its reproducer, or the crash's
+    message, where it was raised and its reproducer; ``--tb=long`` shows the whole traceback."""
+    if state == "unexpectedly failing":
+        return str(excinfo.value)
+    entry = excinfo.traceback[-1]
+    lines = str(excinfo.value).strip().splitlines() or [""]
+    shown = [f"CRASH {excinfo.typename}: {shorten(lines[0], 300)}", *(f"  {shorten(line, 300)}" for line in lines[1:4])]
+    return "\n".join([*shown, f"  raised at {entry.path}:{entry.lineno + 1}", f"  reproducer: {command}",
+                      "  (--tb=long shows the traceback)"])
 
 
 class OutcomeCollector:
@@ -545,6 +592,6 @@ def pytest_terminal_summary(terminalreporter, config):
         written = state.written
         terminalreporter.write_line(f"written: {written.run_json}, {written.run_markdown}")
         terminalreporter.write_line(f"         {written.note}")
-        for o in (o for o in state.outcomes if o.state in SURPRISES):
-            terminalreporter.write_line(f"{o.state}: {o.claim} on {o.encoder} ({o.spec}): {o.message}")
+        for line in surprise_lines(state.outcomes):
+            terminalreporter.write_line(line)
     perf_report.report(terminalreporter, state.perf)

@@ -12,7 +12,7 @@ registry that holds them is :mod:`.registry`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Literal, Mapping
 
 import torch
@@ -23,6 +23,16 @@ from .claims import CLAIMS, CONTRACT
 Kind = Literal["additive", "rotary", "attention"]
 Layout = Literal["bsd", "bshd"]
 Status = Literal["holds", "refuted", "n/a"]
+#: How a rotary encoder is called (see :class:`EncoderRecord`).
+Protocol = Literal["single", "pair", "cos_sin"]
+PROTOCOLS = ("single", "pair", "cos_sin")
+
+#: Contract specs that judge the *error* bad input raises. A library that validates no input may
+#: declare the contract refuted: these become expected failures. The specs that find silent
+#: garbage (a negative position wrapping to the table's end, positions silently sliced) are not
+#: among them and stay reported.
+CLEAR_ERROR_SPECS = ("test_rejects_non_float_input", "test_rejects_wrong_rank",
+                     "test_rejects_positions_of_wrong_shape", "test_rejects_negative_positions")
 
 
 @dataclass(frozen=True)
@@ -32,24 +42,32 @@ class Declared:
     status: Status
     reason: str = ""
     specs: tuple[str, ...] = ()
+    dtypes: tuple[torch.dtype, ...] = ()  # a refutation only in these input dtypes
 
     def __post_init__(self):
         if self.status not in ("holds", "refuted", "n/a"):
             raise ValueError(f"status must be holds, refuted or n/a, got {self.status!r}")
         if self.status != "holds" and not self.reason:
             raise ValueError(f"a {self.status} declaration needs a reason")
-        if self.specs and self.status != "refuted":
-            raise ValueError("only a refutation can be aimed at named specs")
+        if (self.specs or self.dtypes) and self.status != "refuted":
+            raise ValueError("only a refutation can be aimed at named specs or dtypes")
+        for dtype in self.dtypes:
+            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+                raise ValueError(f"a refutation's dtypes must be floating torch dtypes, got {dtype!r}")
 
-    def expects_failure(self, spec_name: str) -> bool:
-        return self.status == "refuted" and (not self.specs or spec_name in self.specs)
+    def expects_failure(self, spec_name: str, dtype: torch.dtype | None = None) -> bool:
+        """Whether ``spec_name`` (run in ``dtype``, if it takes one) must fail as declared."""
+        if self.status != "refuted" or (self.specs and spec_name not in self.specs):
+            return False
+        return not self.dtypes or dtype in self.dtypes
 
 
 HOLDS = Declared("holds")
 
 
-def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = ()) -> Declared:
-    return Declared("refuted", reason, tuple(specs))
+def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = (), dtypes=()) -> Declared:
+    """A strict expected failure; ``specs`` and ``dtypes`` narrow it (for example bf16 and fp16 only)."""
+    return Declared("refuted", reason, tuple(specs), tuple(dtypes))
 
 
 def not_applicable(reason: str) -> Declared:
@@ -72,7 +90,7 @@ class Tolerance:
         return self.atol + magnitude * (self.rtol + self.angle_rtol * max_angle)
 
 
-_FP32_ANGLE = 2.0**-22  # two fp32 roundings (θ and p·θ), with margin
+_FP32_ANGLE = 2.0**-21  # θ from an fp32 pow (a few ulp) and the rounding of p·θ, with margin
 
 # rtol: twice the worst case of rounding each output to the dtype (2 · 2u for a normalised dot product).
 DEFAULT_TOLERANCES: Mapping[torch.dtype, Tolerance] = {
@@ -81,6 +99,23 @@ DEFAULT_TOLERANCES: Mapping[torch.dtype, Tolerance] = {
     torch.float16: Tolerance(rtol=2.0**-9, atol=1e-4, angle_rtol=_FP32_ANGLE),
     torch.bfloat16: Tolerance(rtol=2.0**-6, atol=1e-3, angle_rtol=_FP32_ANGLE),
 }
+#: float64 input through fp32 angles: cos and sin carry fp32 rounding (2^-24 each, with margin).
+FLOAT64_THROUGH_FP32_ANGLES = Tolerance(rtol=2.0**-20, atol=1e-7, angle_rtol=_FP32_ANGLE)
+
+
+def tolerances_for_angles(angle_dtype: torch.dtype | None) -> dict[torch.dtype, Tolerance]:
+    """Tolerances per input dtype, derived from the dtype angles are formed in.
+
+    ``None``: angles in float64 for float64 input and in fp32 otherwise (this project's encoders).
+    ``torch.float32``: every input's angles in fp32, as production RoPEs form them, so float64
+    input is held to fp32-angle accuracy.
+    """
+    if angle_dtype is None or angle_dtype == torch.float64:
+        return dict(DEFAULT_TOLERANCES)
+    if angle_dtype == torch.float32:
+        return {**DEFAULT_TOLERANCES, torch.float64: FLOAT64_THROUGH_FP32_ANGLES}
+    raise ValueError(f"angle_dtype must be None, torch.float32 or torch.float64, got {angle_dtype}; angles in "
+                     "a narrower dtype are a defect the specs find (ROPE-11), not a precision to declare")
 
 
 @dataclass(frozen=True)
@@ -95,23 +130,66 @@ class FiniteDifference:
 FINITE_DIFFERENCE = FiniteDifference()
 
 
+Side = Literal["q", "k"]
+
+
 @dataclass(frozen=True)
 class RotaryGeometry:
-    """What a float64 reference needs to reproduce an encoder's rotation."""
+    """What a float64 reference needs to reproduce an encoder's rotation exactly.
+
+    Pair ``i`` of the rotated width ``r`` at position ``p`` turns by ``(p / scaling_factor)·θ_i``
+    and is scaled by ``magnitude · position_scale(p, r, side)_i``, where
+
+    * ``θ = frequencies(r, base)`` (default ``base^(−2i/r)``): linear interpolation, NTK-aware,
+      YaRN, Llama 3 and LongRoPE are schedules (:mod:`posenc.encoders.scaling.frequencies`);
+      with ``length_dependent`` it is ``frequencies(r, base, length=L)`` with ``L`` the call's
+      largest position + 1 (dynamic NTK: no hidden state, a function of the call alone);
+    * ``position_scale(p, r, side)`` is a per-pair factor by position, differing for q and k
+      (xPos); ``None`` is 1;
+    * ``angle_dtype``: the dtype angles are formed in (``None``: float64 for float64 input,
+      fp32 otherwise; ``torch.float32``: always fp32, as production code does). The record's
+      tolerances for every input dtype derive from it.
+    """
 
     base: float = 10000.0
     layout: str = "interleaved"  # interleaved | half_split | concatenated
     rotary_fraction: float = 1.0  # partial rotary: the first fraction of each head is rotated
     scaling_factor: float = 1.0  # linear position interpolation: angles at p / s
-    frequencies: Callable[[int, float], torch.Tensor] | None = None  # θ(rotary_dim, base); None: base^(-2i/d)
+    frequencies: Callable[..., torch.Tensor] | None = None  # θ(rotary_dim, base[, length=]); None: base^(-2i/d)
     magnitude: float = 1.0  # factor on the rotated features (YaRN's attention factor)
+    position_scale: Callable[[torch.Tensor, int, str], torch.Tensor] | None = None  # xPos: (p, r, side) -> factors
+    length_dependent: bool = False  # frequencies take the call's length (dynamic NTK)
+    angle_dtype: torch.dtype | None = None
 
-    def inverse_frequencies(self, rotary_dim: int, base: float | None = None) -> torch.Tensor:
+    def __post_init__(self):
+        if self.layout not in ("interleaved", "half_split", "concatenated"):
+            raise ValueError(f"layout must be interleaved, half_split or concatenated, got {self.layout!r}")
+        if not 0 < self.rotary_fraction <= 1:
+            raise ValueError(f"rotary_fraction must be in (0, 1], got {self.rotary_fraction}")
+        if self.length_dependent and self.frequencies is None:
+            raise ValueError("length_dependent needs a frequencies schedule that takes length=")
+        tolerances_for_angles(self.angle_dtype)  # validates angle_dtype
+
+    def inverse_frequencies(self, rotary_dim: int, base: float | None = None, length: int | None = None) -> torch.Tensor:
         """θ_i of the rotated pairs in float64: the geometry's schedule, or ``base^(-2i/d)``."""
         base = self.base if base is None else base
-        if self.frequencies is not None:
-            return torch.as_tensor(self.frequencies(rotary_dim, base), dtype=torch.float64)
-        return base ** -(torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+        if self.frequencies is None:
+            return base ** -(torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+        if self.length_dependent:
+            return torch.as_tensor(self.frequencies(rotary_dim, base, length=length), dtype=torch.float64)
+        return torch.as_tensor(self.frequencies(rotary_dim, base), dtype=torch.float64)
+
+    def scale(self, positions: torch.Tensor, rotary_dim: int, side: Side = "q") -> torch.Tensor:
+        """Per-pair factor on the rotated features at ``positions`` (float64), shape ``positions.shape + (r/2,)``."""
+        p = positions.to(torch.float64)
+        factor = torch.full((*p.shape, rotary_dim // 2), self.magnitude, dtype=torch.float64, device=p.device)
+        if self.position_scale is not None:
+            factor = factor * torch.as_tensor(self.position_scale(p, rotary_dim, side), dtype=torch.float64)
+        return factor
+
+    @property
+    def preserves_norm(self) -> bool:
+        return self.magnitude == 1.0 and self.position_scale is None
 
     def rotary_dim(self, head_dim: int) -> int:
         """Rotated features of a head: ``rotary_fraction · head_dim``, rounded down to even, at least 2."""
@@ -141,12 +219,25 @@ class EncoderRecord:
     """One encoder under test.
 
     ``build(config)`` returns a module on ``config.device`` in ``config.dtype``.
-    Call protocol by ``kind``:
+    Call convention by ``kind``:
 
     * ``additive``: ``module(x, positions=None, offset=0)`` on ``(batch, seq, d_model)``;
-    * ``rotary``: the same call on ``(batch, seq, heads, head_dim)`` (``input_layout="bshd"``)
-      or ``(batch, seq, d_model)`` (``"bsd"``); applied to q and k;
+    * ``rotary``: on ``(batch, seq, heads, head_dim)`` (``input_layout="bshd"``) or
+      ``(batch, seq, d_model)`` (``"bsd"``), applied to q and k, by ``protocol``:
+
+      - ``single``: ``module(x, positions=None, offset=0)``;
+      - ``pair``: ``module(q, k, q_positions, k_positions) -> (q', k')``; q and k may differ in
+        length and positions (decoding) and be treated differently (xPos);
+      - ``cos_sin``: ``cos, sin = module(x, position_ids)``, then ``apply(q, k, cos, sin) -> (q', k')``
+        (transformers, vLLM);
+
+      positions given to ``pair`` and ``cos_sin`` are int64 of shape ``(batch, seq)``;
     * ``attention``: also ``module.attend(q, k, v, positions=None, offset=0)`` on per-head tensors.
+
+    ``min_head_dim`` and ``head_dim_multiple`` say which configurations the encoder supports:
+    a spec that needs another is skipped with the reason, never run into a crash.
+    ``tolerances`` default to those derived from ``geometry.angle_dtype``.
+    The ``contract`` row may be declared in ``claims`` too (a library that validates no input).
     """
 
     name: str
@@ -157,22 +248,51 @@ class EncoderRecord:
     input_layout: Layout = "bshd"
     geometry: RotaryGeometry | None = None
     dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-    tolerances: Mapping[torch.dtype, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    tolerances: Mapping[torch.dtype, Tolerance] | None = None
     table_limited: bool = False  # positions must stay below config.max_len (a learned table)
     description: str = ""
     origin: str = "built-in"
+    protocol: Protocol = "single"
+    apply: Callable | None = None  # cos_sin protocol: apply(q, k, cos, sin) -> (q', k')
+    min_head_dim: int = 2
+    head_dim_multiple: int = 2
 
     def __post_init__(self):
         if self.kind not in ("additive", "rotary", "attention"):
             raise ValueError(f"{self.name}: kind must be additive, rotary or attention, got {self.kind!r}")
         if self.input_layout not in ("bsd", "bshd"):
             raise ValueError(f"{self.name}: input_layout must be bsd or bshd, got {self.input_layout!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.protocol != "single" and (self.kind != "rotary" or self.input_layout != "bshd"):
+            raise ValueError(f"{self.name}: the {self.protocol} protocol is for rotary encoders on "
+                             "(batch, seq, heads, head_dim)")
+        if (self.protocol == "cos_sin") != (self.apply is not None):
+            raise ValueError(f"{self.name}: the cos_sin protocol needs apply(q, k, cos, sin), and only it takes one")
+        if self.min_head_dim < 2 or self.head_dim_multiple < 2 or self.head_dim_multiple % 2:
+            raise ValueError(f"{self.name}: min_head_dim must be at least 2 and head_dim_multiple even, "
+                             f"got {self.min_head_dim} and {self.head_dim_multiple}")
         missing = sorted(set(CLAIMS) - set(self.claims), key=list(CLAIMS).index)
         if missing:
             raise ValueError(f"encoder {self.name!r} leaves claims undeclared: {', '.join(missing)}")
-        unknown = sorted(set(self.claims) - set(CLAIMS))
+        unknown = sorted(set(self.claims) - set(CLAIMS) - {CONTRACT})
         if unknown:
             raise ValueError(f"encoder {self.name!r} declares unknown claims: {', '.join(unknown)}")
+        contract = self.claims.get(CONTRACT)
+        if contract is not None:
+            if contract.status == "n/a":
+                raise ValueError(f"encoder {self.name!r}: the contract always applies; declare it refuted with a reason")
+            if contract.status == "refuted":
+                aimed = set(contract.specs) or set(CLEAR_ERROR_SPECS)
+                if aimed - set(CLEAR_ERROR_SPECS):
+                    raise ValueError(f"encoder {self.name!r}: a contract refutation covers only the clear-error "
+                                     f"specs {CLEAR_ERROR_SPECS}; silent garbage stays reported")
+                if not contract.specs:
+                    object.__setattr__(self, "claims", {**self.claims, CONTRACT: Declared(
+                        "refuted", contract.reason, CLEAR_ERROR_SPECS, contract.dtypes)})
+        if self.tolerances is None:
+            angle = self.geometry.angle_dtype if self.geometry is not None else None
+            object.__setattr__(self, "tolerances", tolerances_for_angles(angle))
         for dtype in self.dtypes:
             if dtype not in self.tolerances:
                 raise ValueError(f"encoder {self.name!r} has no tolerance declared for {dtype}")
@@ -185,7 +305,10 @@ class EncoderRecord:
         printer.text(repr(self))
 
     def declared(self, claim: str) -> Declared:
-        return HOLDS if claim == CONTRACT else self.claims[claim]
+        return self.claims.get(CONTRACT, HOLDS) if claim == CONTRACT else self.claims[claim]
+
+    def supports_head_dim(self, head_dim: int) -> bool:
+        return head_dim >= self.min_head_dim and head_dim % self.head_dim_multiple == 0
 
     def applies(self, claim: str) -> bool:
         return self.declared(claim).status != "n/a"
@@ -205,7 +328,7 @@ class EncoderRecord:
 
 def with_defaults(defaults: Mapping[str, Declared], overrides: Mapping[str, Declared] | None = None):
     """A complete declaration: ``defaults`` for every claim, with ``overrides`` on top."""
-    unknown = set(overrides or {}) - set(CLAIMS)
+    unknown = set(overrides or {}) - set(CLAIMS) - {CONTRACT}
     if unknown:
         raise ValueError(f"unknown claims: {', '.join(sorted(unknown))}")
     return {**defaults, **(overrides or {})}

@@ -35,20 +35,32 @@ def roformer_bound(theta: torch.Tensor, distances) -> torch.Tensor:
     return phases.cumsum(dim=-1).abs().mean(dim=-1)
 
 
-def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry: RotaryGeometry, head_dim: int) -> torch.Tensor:
-    """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's layout."""
+def call_length(positions) -> int:
+    """The length a length-dependent schedule sees for a call: its largest position + 1."""
+    positions = torch.as_tensor(positions)
+    return int(positions.max()) + 1 if positions.numel() else 0
+
+
+def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry: RotaryGeometry, head_dim: int,
+                       side: str = "q", length: int | None = None, transpose: bool = False) -> torch.Tensor:
+    """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's
+    layout, as applied to ``side`` (q or k). ``length`` is the call's length for a length-dependent schedule
+    (default: the largest of ``positions`` + 1). ``transpose`` applies the transposed map ``M_pᵀ``
+    (the rotation by −p with the same scale), which is what a correct backward pass applies."""
     x = x.to(torch.float64)
     r = geometry.rotary_dim(head_dim)
-    theta = geometry.inverse_frequencies(r).to(x.device)
-    p = positions.to(device=x.device, dtype=torch.float64) / geometry.scaling_factor
-    angle = (p.unsqueeze(-1) * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
-    cos, sin = torch.cos(angle), torch.sin(angle)
+    length = call_length(positions) if length is None else length
+    theta = geometry.inverse_frequencies(r, length=length).to(x.device)
+    p = positions.to(device=x.device, dtype=torch.float64)
+    angle = (p.unsqueeze(-1) / geometry.scaling_factor * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
+    angle = -angle if transpose else angle
+    scale = geometry.scale(p, r, side).unsqueeze(-2)
+    cos, sin = torch.cos(angle) * scale, torch.sin(angle) * scale
     if geometry.layout == "half_split":
         a, b = x[..., : r // 2], x[..., r // 2 : r]
     else:
         a, b = x[..., 0:r:2], x[..., 1:r:2]
     ya, yb = a * cos - b * sin, a * sin + b * cos
-    ya, yb = ya * geometry.magnitude, yb * geometry.magnitude
     out = x.clone()
     if geometry.layout == "interleaved":
         out[..., 0:r:2], out[..., 1:r:2] = ya, yb

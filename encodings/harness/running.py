@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+import torch
+
 from .records import EncoderRecord
 
 
@@ -46,16 +48,34 @@ def current() -> RunningSpec:
     return spec
 
 
+def _is_spec_frame(spec: RunningSpec, frame) -> bool:
+    return frame.f_code.co_name == spec.spec and frame.f_code.co_filename == spec.filename
+
+
+def _arguments(spec: RunningSpec, frame) -> dict[str, object]:
+    code = frame.f_code
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    return {n: frame.f_locals[n] for n in names if n not in spec.fixtures and n in frame.f_locals}
+
+
 def drawn_values(spec: RunningSpec) -> dict[str, object]:
     """The spec function's arguments other than fixtures, as they are now in its frame."""
     frame = sys._getframe(1)
     while frame is not None:
-        code = frame.f_code
-        if code.co_name == spec.spec and code.co_filename == spec.filename:
-            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-            return {n: frame.f_locals[n] for n in names if n not in spec.fixtures and n in frame.f_locals}
+        if _is_spec_frame(spec, frame):
+            return _arguments(spec, frame)
         frame = frame.f_back
     return {}
+
+
+def drawn_from_traceback(spec: RunningSpec, traceback) -> dict[str, object]:
+    """The same, read from an exception's traceback (a crash: the spec's frame has returned)."""
+    found = {}
+    while traceback is not None:
+        if _is_spec_frame(spec, traceback.tb_frame):
+            found = _arguments(spec, traceback.tb_frame)
+        traceback = traceback.tb_next
+    return found
 
 
 def shorten(text: str, width: int = 200) -> str:
@@ -68,8 +88,36 @@ def first_line(text: str, width: int = 300) -> str:
     return shorten(text.strip().partition("\n")[0], width)
 
 
-def reproducer(spec: RunningSpec) -> str:
+def reproducer(spec: RunningSpec, drawn: dict[str, object] | None = None) -> str:
     """A command that reruns this spec on this encoder, with the drawn values it failed on."""
     plugin = f" --plugin {spec.record.origin}" if spec.record.origin != "built-in" else ""
-    values = ", ".join(f"{name}={shorten(repr(value))}" for name, value in drawn_values(spec).items())
+    drawn = drawn_values(spec) if drawn is None else drawn
+    values = ", ".join(f"{name}={shorten(repr(value))}" for name, value in drawn.items())
     return f"pytest '{spec.nodeid}'{plugin}" + (f"  # {values}" if values else "")
+
+
+def _literal(value) -> str:
+    """``value`` as Python source (torch dtypes and tensors included)."""
+    if isinstance(value, torch.Tensor):
+        return f"torch.tensor({value.tolist()!r})"
+    return repr(value)
+
+
+def python_reproducer(spec: RunningSpec, fixtures: dict[str, object], drawn: dict[str, object]) -> str:
+    """A standalone script that builds the encoder, calls the spec with these inputs and raises the
+    failure again (a ClaimViolation prints the observed value against the expected one).
+
+    Run from the repository root: ``python repro.py``."""
+    module = "specs." + spec.filename.rsplit("/", 1)[-1].removesuffix(".py")
+    plugin = f"posenc.load_plugin({spec.record.origin!r})\n" if spec.record.origin != "built-in" else ""
+    arguments = {**{k: v for k, v in fixtures.items() if k != "record"}, **drawn}
+    call = ", ".join(["record=record", *(f"{k}={_literal(v)}" for k, v in arguments.items())])
+    return (
+        f"# {spec.claim} on {spec.record.name}: {spec.spec}\n"
+        "import torch\n\nimport posenc\nfrom posenc.harness.running import RunningSpec, running\n"
+        f"from {module} import {spec.spec} as spec\n\n{plugin}"
+        f"record = posenc.get({spec.record.name!r})\n"
+        "test = getattr(getattr(spec, 'hypothesis', None), 'inner_test', spec)  # without Hypothesis\n"
+        f"with running(RunningSpec({spec.claim!r}, {spec.spec!r}, {spec.nodeid!r}, test.__code__.co_filename, record)):\n"
+        f"    test({call})\n"
+    )

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from . import machine, profiling
+from .protocols import build_subject
 from .records import SPEC_CONFIG, BuildConfig
 from .reference import reference_frequencies, reference_rotation, roformer_bound
 from .tensors import as_heads, randn
@@ -39,7 +40,7 @@ def _same_token(shape, device, seed=0):
 
 def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
     """(seq, seq) attention weights of one repeated token, mean over heads."""
-    module = record.build(replace(PATTERN_CONFIG, device=device))
+    module = build_subject(record, **replace(PATTERN_CONFIG, device=device).__dict__)
     s, h, hd = PATTERN_SEQ, PATTERN_HEADS, PATTERN_D_MODEL // PATTERN_HEADS
     with torch.no_grad():
         if record.kind == "attention":
@@ -61,7 +62,7 @@ def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
 def precision_errors(record, dtype, positions=PRECISION_POSITIONS, device: str = "cpu") -> list[float]:
     """Relative error of ``f(x, p)`` against the float64 formula at each position."""
     config = SPEC_CONFIG
-    module = record.build(replace(config, dtype=dtype, device=device))
+    module = build_subject(record, **replace(config, dtype=dtype, device=device).__dict__)
     x = randn(record.input_shape(1, 1, config), seed=7, dtype=dtype, device=device)
     x64 = as_heads(x, config).to(torch.float64)
     errors = []

@@ -9,7 +9,12 @@
   0.1·ln s + 1 YaRN multiplies cos and sin by;
 * :func:`llama3` - Llama 3's bands: wavelengths 2π/θ_i shorter than L/high_freq_factor keep θ_i,
   longer than L/low_freq_factor get θ_i / s, and the band between is interpolated smoothly in
-  L/wavelength.
+  L/wavelength;
+* :func:`dynamic_ntk` - NTK-aware with a factor that grows with the call's own length ``n`` past
+  the trained ``L``: base b·(s·n/L − (s − 1))^(d/(d−2)), the plain schedule up to ``L`` (a
+  function of the call, with no state kept between calls);
+* :func:`longrope` - LongRoPE's per-pair rescale factors λ_i (Ding et al. 2024): θ_i / λ_i, with
+  :func:`longrope_attention_factor` √(1 + ln s / ln L) as the magnitude.
 
 Bind the parameters with :func:`functools.partial` and pass the result as
 ``RotaryEmbedding(frequencies=...)``; the harness's geometry takes the same function.
@@ -69,3 +74,24 @@ def llama3(rotary_dim: int, base: float = 500000.0, *, factor: float = 8.0, low_
     between = (1 - smooth) * theta / factor + smooth * theta
     scaled = torch.where(wavelength > long_wave, theta / factor, theta)
     return torch.where((wavelength >= short_wave) & (wavelength <= long_wave), between, scaled)
+
+
+def dynamic_ntk(rotary_dim: int, base: float = 10000.0, *, factor: float, max_position: int, length: int) -> torch.Tensor:
+    require_positive(factor, "factor")
+    if length <= max_position or rotary_dim < 4:
+        return default(rotary_dim, base)
+    grown = factor * length / max_position - (factor - 1)
+    return default(rotary_dim, base * grown ** (rotary_dim / (rotary_dim - 2)))
+
+
+def longrope(rotary_dim: int, base: float = 10000.0, *, factors) -> torch.Tensor:
+    """θ_i / λ_i with one factor per pair. ``factors`` is a sequence, or a function of the pair
+    count giving one (so the schedule is defined at every head size)."""
+    lam = torch.as_tensor(factors(rotary_dim // 2) if callable(factors) else factors, dtype=torch.float64)
+    if lam.shape != (rotary_dim // 2,) or not bool((lam >= 1).all()):
+        raise ValueError(f"longrope needs {rotary_dim // 2} factors, each at least 1, got {lam.tolist()}")
+    return default(rotary_dim, base) / lam
+
+
+def longrope_attention_factor(factor: float, original_max_position: int) -> float:
+    return math.sqrt(1 + math.log(factor) / math.log(original_max_position)) if factor > 1 else 1.0
