@@ -47,6 +47,7 @@ def _cfg(head_dim, n_heads):
 def test_two_dimensional_rotation_is_the_explicit_matrix(record, dtype, seed, position):
     """d = 2: one pair, rotated by ``m·θ_0 / s`` (θ_0 = 1 for the formula) and scaled as the geometry declares."""
     s.require_head_dim(record, 2)
+    position = s.position_cap(record, position)
     module = s.build(record, dtype, **s.heads_config(2, n_heads=1))
     x = s.randn(s.input_shape(record, 1, 1, _cfg(2, 1)), seed, dtype)
     with torch.no_grad():
@@ -66,7 +67,7 @@ def test_two_dimensional_rotation_is_the_explicit_matrix(record, dtype, seed, po
 @example(seed=0, positions=[0, 1, 2, 3, 4, 100, 101, 1000, 2999, 7])
 def test_rotation_matches_the_formula_with_per_batch_positions(record, dtype, device, seed, positions):
     module = s.build(record, dtype, device)
-    p = torch.tensor(positions, device=device).reshape(2, 5)
+    p = torch.tensor(positions, device=device).reshape(2, 5).clamp(max=s.position_cap(record, 10**7))
     x = s.randn(s.input_shape(record, 2, 5), seed, dtype, device)
     with torch.no_grad():
         y = s.as_heads(module(x, p))
@@ -97,6 +98,7 @@ def test_rotations_compose(record, m, n):
     """``R_m R_n = R_{m+n}``, read off as matrices (float64), back in the formula's order, each divided by
     the scale the geometry declares at its position (YaRN's factor, xPos's ζ^p), so only the rotations compose."""
     s.needs_float64(record)
+    m, n = (min(v, s.position_cap(record, 10**7) // 2) for v in (m, n))
     head_dim = s.SPEC_CONFIG.head_dim
     module = s.build(record, torch.float64, **s.heads_config(head_dim, n_heads=1))
     layout = record.geometry.layout
@@ -138,6 +140,7 @@ def test_rotation_matrix_is_orthogonal(record, m):
 def test_backward_is_the_inverse_rotation(record, seed, offset):
     """``∂⟨g, R_m x⟩/∂x = R_mᵀ g = R_{−m} g``: the gradient of a rotation is the inverse rotation."""
     s.needs_float64(record)
+    offset = min(offset, s.position_cap(record, offset + 4) - 4)
     module = s.build(record, torch.float64)
     x = s.randn(s.input_shape(record, 1, 4), seed, torch.float64).requires_grad_()
     g = s.randn(s.input_shape(record, 1, 4), seed + 1, torch.float64)
@@ -210,7 +213,7 @@ def test_long_term_decay_of_the_roformer_bound(record):
 @example(seed=0, positions=[0, 1, 512, 99_999])
 def test_equals_complex_multiplication(record, dtype, device, seed, positions):
     module = s.build(record, dtype, device)
-    p = torch.tensor(positions, device=device)
+    p = torch.tensor(positions, device=device).clamp(max=s.position_cap(record, 10**7))
     x = s.randn(s.input_shape(record, 1, 4), seed, dtype, device)
     with torch.no_grad():
         y = s.as_heads(module(x, p)).to(torch.float64)
