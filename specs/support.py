@@ -148,6 +148,19 @@ def dot_scale(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.abs() * b.abs()).sum(-1).max())
 
 
+def disagreement(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``max |a − b|`` for two outputs of one encoder that must agree (call paths, fresh and used
+    modules): where both are the same non-finite value they agree (the garbage is another claim's
+    to report); where only one is, they disagree (∞)."""
+    a, b = a.detach().to(torch.float64), b.detach().to(torch.float64)
+    finite_a, finite_b = torch.isfinite(a), torch.isfinite(b)
+    same_garbage = ~finite_a & ~finite_b & ((a == b) | (torch.isnan(a) & torch.isnan(b)))
+    if bool(((~finite_a | ~finite_b) & ~same_garbage).any()):
+        return float("inf")
+    both = finite_a & finite_b
+    return float((a[both] - b[both]).abs().max()) if bool(both.any()) else 0.0
+
+
 def require_head_dim(record: EncoderRecord, head_dim: int) -> None:
     """Skip, with the reason, a configuration the record says the encoder does not support."""
     if not record.supports_head_dim(head_dim):

@@ -38,8 +38,8 @@ def test_offset_path_equals_explicit_positions(record, dtype, device):
         with torch.no_grad():
             by_offset = module(x, None, offset=offset).to(torch.float64)
             explicit = module(x, positions).to(torch.float64)
-        s.require_within(error=s.max_error(by_offset, explicit),
-                         bound=tol.bound(float(explicit.abs().max()), s.max_angle(positions, record.geometry)),
+        s.require_within(error=s.disagreement(by_offset, explicit),
+                         bound=tol.bound(float(explicit.nan_to_num(0, 0, 0).abs().max()), s.max_angle(positions, record.geometry)),
                          what=f"f(x, offset={offset}) ≠ f(x, positions={offset}…{offset + SEQ - 1})", offset=offset)
 
 
@@ -69,7 +69,7 @@ def test_decoding_against_cached_keys_gives_the_full_logits(record, dtype, devic
         full = (fq.transpose(1, 2) @ fk.permute(0, 2, 3, 1))[..., -1, :]
         decoded = _decoded_logits(record, module, q, k, length)
         scale = float((fq[:, -1:].abs().transpose(1, 2) @ fk.abs().permute(0, 2, 3, 1)).max())
-        s.require_within(error=s.max_error(decoded, full),
+        s.require_within(error=s.disagreement(decoded, full),
                          bound=2 * tol.bound(scale, s.max_angle(length, record.geometry)),
                          what=f"decoding the query at position {length - 1} against cached keys gives other "
                               "logits than the full sequence", length=length)
@@ -87,7 +87,7 @@ def test_cast_module_keeps_its_frequencies(record, dtype, device):
         module.to(dtype)
         cast = module(x, None, offset=offset).to(torch.float64)
     positions = torch.arange(offset, offset + SEQ)
-    s.require_within(error=s.max_error(cast, uncast),
-                     bound=record.tolerance(dtype).bound(float(uncast.abs().max()), s.max_angle(positions, record.geometry)),
+    s.require_within(error=s.disagreement(cast, uncast),
+                     bound=record.tolerance(dtype).bound(float(uncast.nan_to_num(0, 0, 0).abs().max()), s.max_angle(positions, record.geometry)),
                      what=f"after module.to({dtype}) (the module was cast, not built in {dtype}), its output on "
                           f"{dtype} input at positions {offset}… differs from the uncast module's")

@@ -4,8 +4,9 @@ Observed on the encoder itself, so that only this property is judged (not the la
 frequencies, which ROPE-1, ROPE-2 and ROPE-13 judge): q and k go through the encoder's q/k
 protocol in one batch whose rows have different positions ``m_j, n_j`` (row ``b`` at
 ``m + b·stride``), and every row's logits must equal those of the same q and k encoded alone, at
-``(m_j − c_j, n_j − c_j)`` with ``c_j = min(m_j, n_j)``: a function of the offset alone. A
-RoPE that takes every row's angles from row 0, or rotates k backwards, gives other logits. The
+``(m_j − c_j, n_j − c_j)`` with ``c_j = min(m_j, n_j)``: a function of the offset alone. Rows differ in their offsets
+``m_j − n_j`` too, so a RoPE that takes every row's angles from row 0 gives other logits, as
+does one that rotates k backwards. The
 pinned examples put the batched positions far outside any small table.
 """
 
@@ -25,12 +26,13 @@ def offset_logit_error(record, module, dtype, device, seed, m, n, stride):
     q = s.randn(s.input_shape(record, ROWS, PAIRS), seed, dtype, device)
     k = s.randn(s.input_shape(record, ROWS, PAIRS), seed + 1, dtype, device)
     rows = torch.arange(ROWS, device=device)[:, None] * stride
-    m_rows, n_rows = m[None] + rows, n[None] + rows  # each row at other absolute positions
+    m_rows = torch.stack([m.roll(b) for b in range(ROWS)]) + rows  # each row at other offsets and positions
+    n_rows = n[None] + rows
     batched, scale = s.logits(module, q, k, m_rows, n_rows)
-    start = torch.minimum(m, n)
     errors = []
     for b in range(ROWS):
-        alone, alone_scale = s.logits(module, q[b : b + 1], k[b : b + 1], m - start, n - start)
+        start = torch.minimum(m_rows[b], n_rows[b])
+        alone, alone_scale = s.logits(module, q[b : b + 1], k[b : b + 1], m_rows[b] - start, n_rows[b] - start)
         errors.append(float((batched[b : b + 1] - alone).abs().max()))
         scale = max(scale, alone_scale)
     return max(errors), scale, max(float(m_rows.max()), float(n_rows.max()))

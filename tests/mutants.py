@@ -8,8 +8,9 @@ Every mutant is the record of the correct design it imitates, with a broken ``bu
 that design's declarations, so a spec that catches the defect reports the claim as
 "unexpectedly failing" with a ``ClaimViolation`` (a kill). A crash is not a kill.
 
-``EXPECTED_KILLS`` names the spec functions that must kill each mutant. ``KNOWN_SURVIVORS``
-lists mutants that no spec can kill yet, with the missing check.
+``EXPECTED_CLAIMS`` names the claims each mutant fails, exactly: a defect fails its own claim and
+the others the mathematics forces, which ``WHY`` names. ``KNOWN_SURVIVORS`` lists mutants that no
+spec can kill yet, with the missing check.
 """
 
 from __future__ import annotations
@@ -75,19 +76,16 @@ class SteppedRotary(RotaryEmbedding):
         return torch.cat((out, rest.to(out.dtype)), dim=-1) if rest.shape[-1] else out
 
 
-class QThenK(nn.Module):
-    """q and k through different code paths: calls alternate q, k, q, k (specs encode q before k)."""
+class QAndK(nn.Module):
+    """q and k through different code paths, called together (the pair protocol)."""
 
     def __init__(self, q_encoder: nn.Module, k_encoder: nn.Module):
         super().__init__()
         self.q_encoder, self.k_encoder = q_encoder, k_encoder
         self.head_dim = q_encoder.head_dim
-        self.calls = 0
 
-    def forward(self, x, positions=None, *, offset=0):
-        encoder = self.k_encoder if self.calls % 2 else self.q_encoder
-        self.calls += 1
-        return encoder(x, positions, offset=offset)
+    def forward(self, q, k, q_positions, k_positions):
+        return self.q_encoder(q, q_positions), self.k_encoder(k, k_positions)
 
 
 def _placed(module: nn.Module, c: BuildConfig) -> nn.Module:
@@ -136,12 +134,12 @@ def rope_half_split_cache_on_interleaved_pairs(c):
     return _rope(HalfSplitCacheOnInterleavedPairs, c)
 
 
-@mutant("rope_concatenated")
+@mutant("rope_concatenated", protocol="pair")
 def rope_concatenated_on_q_only(c):
     """004 §3.2: q written in the concatenated layout, k in the formula's interleaved layout"""
     # 004 §3.2's real-valued code used for one projection only; the same q/k layout split appears when
     # half of a checkpoint is converted (HF #25199).
-    return _placed(QThenK(RotaryEmbedding(c.head_dim, base=c.base, layout="concatenated"),
+    return _placed(QAndK(RotaryEmbedding(c.head_dim, base=c.base, layout="concatenated"),
                           RotaryEmbedding(c.head_dim, base=c.base, layout="interleaved")), c)
 
 
@@ -307,6 +305,25 @@ def rope_cache_kept_from_first_dtype(c):
     return _rope(CacheKeptFromFirstCall, c)
 
 
+class TableWithoutBoundsCheck(SteppedRotary):
+    """A cos/sin table of max_len rows, indexed directly."""
+
+    def __init__(self, head_dim, *, base, max_len):
+        super().__init__(head_dim, base=base)
+        self.table_len = max_len
+
+    def angles(self, positions, x):
+        table = torch.arange(self.table_len, device=positions.device)
+        return super().angles(table, x)[positions]  # IndexError past the end, naming no limit
+
+
+@mutant("rope_interleaved", table_limited=True)
+def rope_table_index_error_past_max_len(c):
+    """a table of max_len positions that raises IndexError past its end, naming no limit"""
+    # torchtune 0.6.1's RotaryPositionalEmbeddings past max_seq_len (its docstring promises a recomputed cache).
+    return _rope(TableWithoutBoundsCheck, c, max_len=c.max_len)
+
+
 class CacheIndexedWithoutBoundsCheck(SteppedRotary):
     """Positions index an angle table directly; nothing rejects a negative one."""
 
@@ -402,26 +419,26 @@ class RotatesBackwards(SteppedRotary):
         return angles.cos(), -angles.sin()
 
 
-@mutant("rope_interleaved")
+@mutant("rope_interleaved", protocol="pair")
 def rope_k_position_off_by_one(c):
     """k encoded at p + 1 while q is at p"""
     # references: bug class 5: k written to the cache with the next step's position (HF #22161).
-    return _placed(QThenK(SteppedRotary(c.head_dim, base=c.base), PositionsPlusOne(c.head_dim, base=c.base)), c)
+    return _placed(QAndK(SteppedRotary(c.head_dim, base=c.base), PositionsPlusOne(c.head_dim, base=c.base)), c)
 
 
-@mutant("rope_interleaved")
+@mutant("rope_interleaved", protocol="pair")
 def rope_k_rotated_backwards(c):
     """k rotated by −p·θ (sign of sin flipped on the k path only)"""
     # references: bug class 8 (kernel wiring, Liger-Kernel #342, ColossalAI #6444): separate q and k
     # code paths that disagree.
-    return _placed(QThenK(SteppedRotary(c.head_dim, base=c.base), RotatesBackwards(c.head_dim, base=c.base)), c)
+    return _placed(QAndK(SteppedRotary(c.head_dim, base=c.base), RotatesBackwards(c.head_dim, base=c.base)), c)
 
 
-@mutant("rope_interleaved")
+@mutant("rope_interleaved", protocol="pair")
 def rope_k_half_split_layout(c):
     """q in the interleaved layout, k in the half-split layout"""
     # references: bug class 4 (HF #25199, #39687; candle #3949): q and k converted with different conventions.
-    return _placed(QThenK(RotaryEmbedding(c.head_dim, base=c.base, layout="interleaved"),
+    return _placed(QAndK(RotaryEmbedding(c.head_dim, base=c.base, layout="interleaved"),
                           RotaryEmbedding(c.head_dim, base=c.base, layout="half_split")), c)
 
 
@@ -858,125 +875,114 @@ def sinusoidal_offset_ignored(c):
 
 # ============================================================ what must kill each mutant
 
-EXPECTED_KILLS: dict[str, set[str]] = {
+_VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8, ROPE-13)"
+_RELATIVE = "logits depend on absolute positions: ROPE-4 and its consequences far out (ROPE-10a), in half precision (ROPE-11) and in attention (ATT-4)"
+
+#: The claims each mutant fails: exactly these (tests/test_mutants.py). Where a set holds more than
+#: the defect's own claim, :data:`WHY` says which other claims the mathematics forces to fail.
+EXPECTED_CLAIMS: dict[str, set[str]] = {
     "rope_half_split_cache_on_interleaved_pairs": {
-        "test_rotation_matches_the_formula_with_per_batch_positions", "test_rotation_preserves_norm",
-        "test_equals_complex_multiplication", "test_output_is_a_fixed_permutation_of_the_formula",
-    },
-    "rope_concatenated_on_q_only": {
-        "test_logits_depend_only_on_offset", "test_shared_layout_scores_match_the_formula",
-        "test_attention_is_shift_invariant", "test_relative_offset_and_norm_hold_far_past_any_table",
-    },
-    "multihead_rope_angles_from_d_model": {
-        "test_every_head_gets_the_same_head_dim_rotation", "test_rotation_matches_the_formula_with_per_batch_positions",
-        "test_equals_complex_multiplication", "test_frequencies_follow_the_formula",
-    },
-    "hybrid_rotating_across_heads": {"test_hybrid_rotation_alone_is_per_head_rope"},
-    "dynamic_scaled_positions_never_reach_rotation": {
-        "test_non_contiguous_positions_follow_the_formula", "test_mix_weights_and_scale_one_gives_the_base",
-    },
-    "rope_angles_in_bf16": {"test_half_precision_keeps_relative_offset"},
-    "rope_angles_in_fp16": {"test_half_precision_keeps_relative_offset"},
-    "rope_output_in_angle_dtype": {"test_output_keeps_shape_dtype_device"},
-    "rope_cache_truncated_past_max_len": {
-        "test_cache_changes_no_result", "test_relative_offset_and_norm_hold_far_past_any_table",
-        "test_logits_depend_only_on_offset", "test_rotation_matches_the_formula_with_per_batch_positions",
-    },
-    "rope_cache_identity_past_max_len": {
-        "test_cache_changes_no_result", "test_relative_offset_and_norm_hold_far_past_any_table",
-        "test_logits_depend_only_on_offset", "test_rotation_matches_the_formula_with_per_batch_positions",
-        "test_half_precision_keeps_relative_offset",
-    },
-    "rope_cache_wraps_negative_positions": {"test_rejects_negative_positions"},
-    "rope_offset_ignored": {
-        "test_cache_changes_no_result", "test_output_is_a_fixed_permutation_of_the_formula",
-        "test_every_head_gets_the_same_head_dim_rotation", "test_backward_is_the_inverse_rotation",
-    },
-    "rope_per_batch_positions_ignored": {
-        "test_rotation_matches_the_formula_with_per_batch_positions", "test_cache_changes_no_result",
-    },
-    "rope_positions_start_at_one": {
-        "test_position_zero_is_the_identity", "test_rotations_compose",
-        "test_two_dimensional_rotation_is_the_explicit_matrix",
-    },
-    "rope_positions_truncated_to_seq_len": {"test_rejects_positions_of_wrong_shape"},
-    "rope_k_position_off_by_one": {
-        "test_shared_layout_scores_match_the_formula", "test_relative_offset_and_norm_hold_far_past_any_table",
-        "test_half_precision_keeps_relative_offset",
-    },
-    "rope_k_rotated_backwards": {
-        "test_logits_depend_only_on_offset", "test_attention_is_shift_invariant",
-        "test_shared_layout_scores_match_the_formula", "test_relative_offset_and_norm_hold_far_past_any_table",
-    },
-    "rope_k_half_split_layout": {
-        "test_logits_depend_only_on_offset", "test_shared_layout_scores_match_the_formula",
-        "test_attention_is_shift_invariant", "test_relative_offset_and_norm_hold_far_past_any_table",
-    },
-    "rope_sin_cos_swapped": {
-        "test_two_dimensional_rotation_is_the_explicit_matrix", "test_position_zero_is_the_identity",
-        "test_rotation_matches_the_formula_with_per_batch_positions", "test_equals_complex_multiplication",
-    },
-    "rope_base_ignores_config": {"test_frequencies_follow_the_formula"},
-    "rope_linear_frequency_schedule": {
-        "test_long_term_decay_of_the_roformer_bound", "test_frequencies_follow_the_formula",
-    },
-    "partial_rope_frequencies_from_head_dim": {
-        "test_rotation_matches_the_formula_with_per_batch_positions", "test_equals_complex_multiplication",
-        "test_output_is_a_fixed_permutation_of_the_formula", "test_cache_changes_no_result",
-        "test_frequencies_follow_the_formula",
-    },
-    "rope_cache_kept_from_first_dtype": {"test_one_module_serves_every_dtype"},
-    "rope_backward_rotates_forward": {"test_gradcheck_in_float64", "test_backward_is_the_inverse_rotation"},
-    "rope_inv_freq_trainable": {"test_rotary_has_no_trainable_parameters"},
-    "rope_accepts_integer_input": {"test_rejects_non_float_input"},
-    "rope_without_rank_check": {"test_rejects_wrong_rank"},
-    "multihead_rope_without_divisibility_check": {"test_d_model_not_divisible_by_heads_is_a_clear_error"},
-    "rope_linear_scaled_twice": {
-        "test_scaled_position_equals_plain_rope_at_p_over_s", "test_frequencies_follow_the_formula",
-        "test_rotation_matches_the_formula_with_per_batch_positions",
-    },
+        "ROPE-1", "ROPE-2", "ROPE-3", "ROPE-4", "ROPE-8", "ROPE-10a", "ROPE-11", "ROPE-13", "ATT-4"},
+    "rope_concatenated_on_q_only": {"ROPE-1", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "multihead_rope_angles_from_d_model": {"ROPE-7", "ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "hybrid_rotating_across_heads": {"HYB-1"},
+    "dynamic_scaled_positions_never_reach_rotation": {"DYN-1", "DYN-2", "DYN-3"},
+    "rope_angles_in_bf16": {"ROPE-11", "ROPE-4", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_angles_in_fp16": {"ROPE-11", "ROPE-4", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_output_in_angle_dtype": {"contract"},
+    "rope_cache_truncated_past_max_len": {"ROPE-1", "ROPE-8", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_cache_identity_past_max_len": {"ROPE-1", "ROPE-8", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_cache_kept_from_first_dtype": {"ROPE-9"},
+    "rope_cache_wraps_negative_positions": {"contract"},
+    "rope_table_index_error_past_max_len": {"contract"},
+    "rope_offset_ignored": {"PATH-1", "PATH-2", "contract"},
+    "rope_per_batch_positions_ignored": {"ROPE-1", "ROPE-4"},
+    "rope_positions_start_at_one": {"ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_positions_truncated_to_seq_len": {"contract"},
+    "rope_k_position_off_by_one": {"ROPE-1", "ROPE-13"},
+    "rope_k_rotated_backwards": {"ROPE-1", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_k_half_split_layout": {"ROPE-1", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_sin_cos_swapped": {"ROPE-1", "ROPE-2", "ROPE-8", "ROPE-13"},
+    "rope_base_ignores_config": {"ROPE-2"},
+    "rope_linear_frequency_schedule": {"ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "partial_rope_frequencies_from_head_dim": {"ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_backward_rotates_forward": {"contract"},
+    "rope_inv_freq_trainable": {"ROPE-5", "PATH-3", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_accepts_integer_input": {"contract"},
+    "rope_without_rank_check": {"contract"},
+    "multihead_rope_without_divisibility_check": {"ATT-5"},
+    "rope_linear_scaled_twice": {"ROPE-14", "ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
     "rope_linear_scaled_with_attention_factor": {
-        "test_rotation_preserves_norm", "test_rotation_matrix_is_orthogonal",
-        "test_scaled_position_equals_plain_rope_at_p_over_s",
-    },
-    "attention_rotates_values": {
-        "test_values_are_not_rotated", "test_equals_plain_attention_on_rotated_q_k",
-        "test_attention_rows_sum_to_one", "test_attention_is_shift_invariant",
-    },
-    "attention_softmax_over_queries": {"test_attention_rows_sum_to_one", "test_equals_plain_attention_on_rotated_q_k"},
-    "attention_scaled_by_d_model": {"test_equals_plain_attention_on_rotated_q_k"},
-    "attention_causal_mask_off_by_one": {
-        "test_causal_outputs_ignore_later_tokens", "test_equals_plain_attention_on_rotated_q_k",
-    },
-    "attention_declared_causal_without_mask": {
-        "test_causal_outputs_ignore_later_tokens", "test_equals_plain_attention_on_rotated_q_k",
-    },
-    "linear_attention_without_feature_map": {"test_linear_form_equals_the_quadratic_formula"},
-    "linear_attention_k_unrotated": {
-        "test_linear_form_equals_the_quadratic_formula", "test_linear_attention_is_shift_invariant",
-        "test_attention_is_shift_invariant",
-    },
-    "dynamic_mix_half_half": {
-        "test_mix_weights_and_scale_one_gives_the_base", "test_non_contiguous_positions_follow_the_formula",
-    },
-    "dynamic_scaled_positions_rounded": {
-        "test_scale_is_trainable_and_gets_the_right_gradient", "test_non_contiguous_positions_follow_the_formula",
-    },
-    "dynamic_scale_read_with_item": {"test_scale_is_trainable_and_gets_the_right_gradient"},
-    "hybrid_table_never_added": {
-        "test_hybrid_inherits_table_limit_and_loses_shift_invariance", "test_positions_past_the_table_raise",
-    },
-    "learnable_clamps_past_max_len": {"test_positions_past_the_table_raise"},
-    "learnable_table_frozen": {"test_learnable_adds_a_trainable_table_row"},
-    "sinusoidal_sin_cos_swapped": {
-        "test_sinusoidal_formula_and_bounds", "test_sinusoidal_is_defined_far_past_any_table",
-    },
-    "sinusoidal_table_in_bf16": {
-        "test_sinusoidal_dot_product_depends_only_on_offset", "test_sinusoidal_shift_is_a_fixed_linear_map",
-        "test_sinusoidal_formula_and_bounds",
-    },
-    "sinusoidal_precomputed_table": {"test_table_memory_against_max_len"},
-    "sinusoidal_offset_ignored": {"test_absolute_logits_are_not_translation_invariant"},
+        "ROPE-3", "ROPE-10a", "ROPE-11", "ROPE-14", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "attention_rotates_values": {"ROPE-6", "ATT-1", "ATT-2", "ATT-4"},
+    "attention_softmax_over_queries": {"ATT-2", "ATT-1"},
+    "attention_scaled_by_d_model": {"ATT-2", "ATT-1"},
+    "attention_causal_mask_off_by_one": {"ATT-3", "ATT-1", "ATT-2"},
+    "attention_declared_causal_without_mask": {"ATT-3", "ATT-1", "ATT-2"},
+    "linear_attention_without_feature_map": {"LIN-2"},
+    "linear_attention_k_unrotated": {"LIN-2", "ATT-4"},
+    "dynamic_mix_half_half": {"DYN-3", "DYN-1"},
+    "dynamic_scaled_positions_rounded": {"DYN-2", "DYN-1"},
+    "dynamic_scale_read_with_item": {"DYN-2"},
+    "hybrid_table_never_added": {"HYB-1", "ABS-2"},
+    "learnable_clamps_past_max_len": {"ABS-2"},
+    "learnable_table_frozen": {"ABS-1"},
+    "sinusoidal_sin_cos_swapped": {"ABS-3", "ABS-4"},
+    "sinusoidal_table_in_bf16": {"ABS-3", "ABS-4", "ABS-5"},
+    "sinusoidal_precomputed_table": {"ABS-6"},
+    "sinusoidal_offset_ignored": {"ABS-5", "contract"},
+}
+
+#: Why a set holds more than one claim.
+WHY: dict[str, str] = {
+    "rope_half_split_cache_on_interleaved_pairs": "one angle per coordinate, not per pair: the map is not a "
+    "rotation of pairs at all, so every rotary claim with a value fails (frequencies, norm, offsets, formula)",
+    "rope_concatenated_on_q_only": "k is not in the declared layout (ROPE-1, ROPE-13), and q and k in two layouts "
+    "make " + _RELATIVE,
+    "multihead_rope_angles_from_d_model": "heads get different angles (ROPE-7) that are not base^(−2i/d) (ROPE-2); "
+    + _VALUE_WRONG,
+    "dynamic_scaled_positions_never_reach_rotation": "the scaled positions, the scale's gradient and the mix "
+    "are three statements of 000 §5.3, and all three need s·p to reach the rotation",
+    "rope_angles_in_bf16": "positions and angles rounded in bf16 break half precision (ROPE-11) and the offsets it "
+    "rounds (ROPE-4 in bf16); " + _VALUE_WRONG + " in bf16",
+    "rope_angles_in_fp16": "as in bf16, past fp16's 2048 exact integers",
+    "rope_cache_truncated_past_max_len": "past max_len the map is not R_p: " + _VALUE_WRONG + ", and " + _RELATIVE
+    + ". A fresh module is as wrong as a used one, so ROPE-9 (fresh against used) cannot see it",
+    "rope_cache_identity_past_max_len": "as the truncated cache",
+    "rope_offset_ignored": "decoding goes through the offset path (PATH-2), and a negative offset is silently "
+    "ignored (the contract's silent garbage)",
+    "rope_per_batch_positions_ignored": "rows other than the first are rotated at the wrong positions (ROPE-1), so "
+    "their logits follow the first row's offsets (ROPE-4)",
+    "rope_positions_start_at_one": "f(x, p) = R_(p+1) x: " + _VALUE_WRONG + "; offsets and θ (a rate) hold",
+    "rope_k_position_off_by_one": "k's side is not R_n k (ROPE-1) and the scores differ from the formula's "
+    "(ROPE-13); logits stay a function of m − n (shifted by one), so ROPE-4 holds",
+    "rope_k_rotated_backwards": "k's side is not R_n k (ROPE-1, ROPE-13), and " + _RELATIVE,
+    "rope_k_half_split_layout": "k's side is not in the declared layout (ROPE-1, ROPE-13), and " + _RELATIVE,
+    "rope_sin_cos_swapped": "the map turns by π/2 − pθ: backwards, at the rate −θ (ROPE-2); " + _VALUE_WRONG,
+    "rope_linear_frequency_schedule": "θ is wrong (ROPE-2); " + _VALUE_WRONG,
+    "partial_rope_frequencies_from_head_dim": "θ over head_dim, not the rotated width (ROPE-2); " + _VALUE_WRONG,
+    "rope_inv_freq_trainable": "θ is a parameter (ROPE-5), so module.to(bfloat16) rounds it (PATH-3) and, in half "
+    "precision, " + _VALUE_WRONG,
+    "rope_linear_scaled_twice": "positions divided by s² (ROPE-14); indistinguishable from θ/s (ROPE-2); "
+    + _VALUE_WRONG,
+    "rope_linear_scaled_with_attention_factor": "an undeclared scale: norms change (ROPE-3, and where ROPE-10a and "
+    "ROPE-11 check them), the map is not RoPE at p/s (ROPE-14); " + _VALUE_WRONG,
+    "attention_rotates_values": "v rotated (ROPE-6): the output is not plain attention on unrotated v (ATT-1), "
+    "the weights read through v = I do not sum to 1 (ATT-2), and rotated values carry absolute positions (ATT-4)",
+    "attention_softmax_over_queries": "the weights are wrong (ATT-2), so the output is not plain attention (ATT-1)",
+    "attention_scaled_by_d_model": "the scale is wrong (ATT-2), so the output is not plain attention (ATT-1)",
+    "attention_causal_mask_off_by_one": "a later token is attended (ATT-3): the weights (ATT-2) and the output "
+    "(ATT-1) are not those of masked attention",
+    "attention_declared_causal_without_mask": "as the mask off by one",
+    "linear_attention_k_unrotated": "LIN-2 is the claim that linear attention keeps ATT-4",
+    "dynamic_mix_half_half": "the 0.5 : 0.5 mix is the wrong formula (DYN-3) at any positions (DYN-1)",
+    "dynamic_scaled_positions_rounded": "rounding s·p cuts the gradient (DYN-2) and moves the positions (DYN-1)",
+    "hybrid_table_never_added": "without the table there is no table limit (ABS-2) to inherit (HYB-1)",
+    "sinusoidal_sin_cos_swapped": "the table is not the formula (ABS-3), near or far (ABS-4)",
+    "sinusoidal_table_in_bf16": "a bf16 table is not the formula (ABS-3, ABS-4), and its rounding breaks the exact "
+    "offset structure (ABS-5)",
+    "sinusoidal_offset_ignored": "the offset path ignores the offset (ABS-5's shifted logits), and a negative "
+    "offset is silently ignored (the contract's silent garbage)",
 }
 
 # Mutants no spec can kill yet, and the check that is missing.

@@ -1,4 +1,5 @@
-"""Every spec can fail: the default spec suite, run once on the mutant encoders of ``tests/mutants.py``.
+"""Every spec can fail, and blames the right claim: the default spec suite, run once on the mutant
+encoders of ``tests/mutants.py``.
 
 One subprocess runs ``pytest specs`` with the mutants loaded through the public plug-in option,
 as a user's file would be, and writes the verdicts; the tests below read who killed whom. A kill
@@ -24,6 +25,7 @@ from unittest import mock
 import pytest
 
 import posenc
+from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.spec_index import spec_functions
 
 # One subprocess runs the whole spec suite on every mutant; under -n its tests share one worker.
@@ -55,7 +57,8 @@ def _takes_record(info) -> bool:
 
 CATALOGUE, RECORDS = read_catalogue()
 MUTANTS = [r.name for r in RECORDS]
-EXPECTED_KILLS: dict[str, set[str]] = CATALOGUE.EXPECTED_KILLS
+EXPECTED_CLAIMS: dict[str, set[str]] = CATALOGUE.EXPECTED_CLAIMS
+WHY: dict[str, str] = CATALOGUE.WHY
 KNOWN_SURVIVORS: dict[str, str] = CATALOGUE.KNOWN_SURVIVORS
 DEFAULT_SPECS = [s for s in spec_functions() if not OUT_OF_SCOPE_MARKERS & set(s.markers)
                  and s.claim not in PERFORMANCE_CLAIMS and _takes_record(s)]
@@ -89,13 +92,21 @@ class MutationRun:
                 found.setdefault(o["state"], o["message"])
         return found
 
+    def failed_claims(self, mutant: str) -> dict[str, str]:
+        """Each claim a ClaimViolation refuted on ``mutant``, with its first message."""
+        found: dict[str, str] = {}
+        for o in self.outcomes:
+            if o["encoder"] == mutant and o["state"] == KILL:
+                found.setdefault(o["claim"], f"{o['spec']}: {o['message']}")
+        return found
+
     def victims(self, spec: str) -> set[str]:
         return {m for m, by_spec in self.kills.items() if spec in by_spec}
 
     def report(self) -> dict:
         return {
             "mutants": MUTANTS, "kills": self.kills, "specs": SPEC_NAMES, "wall_s": self.wall_s,
-            "victims": {s: self.victims(s) for s in SPEC_NAMES}, "expected": EXPECTED_KILLS,
+            "victims": {s: self.victims(s) for s in SPEC_NAMES}, "expected": EXPECTED_CLAIMS,
             "survivors": KNOWN_SURVIVORS,
         }
 
@@ -127,16 +138,20 @@ def mutation_run(tmp_path_factory, mutation_report) -> MutationRun:
 # ------------------------------------------------------------------ the catalogue itself
 
 
-def test_catalogue_names_at_least_twenty_mutants_with_their_expected_kills():
+def test_catalogue_names_at_least_twenty_mutants_with_their_expected_claims():
     assert len(MUTANTS) >= 20, MUTANTS
     assert len(set(MUTANTS)) == len(MUTANTS)
-    assert set(EXPECTED_KILLS) == set(MUTANTS), set(EXPECTED_KILLS) ^ set(MUTANTS)
-    unknown = {m: sorted(specs - set(SPEC_NAMES)) for m, specs in EXPECTED_KILLS.items() if specs - set(SPEC_NAMES)}
-    assert not unknown, f"expected kills name specs that are not in the default run: {unknown}"
+    assert set(EXPECTED_CLAIMS) == set(MUTANTS), set(EXPECTED_CLAIMS) ^ set(MUTANTS)
+    known = set(CLAIMS) | {CONTRACT}
+    unknown = {m: sorted(claims - known) for m, claims in EXPECTED_CLAIMS.items() if claims - known}
+    assert not unknown, f"expected claims that are not in the catalogue: {unknown}"
     assert set(KNOWN_SURVIVORS) <= set(MUTANTS)
     for mutant in MUTANTS:
-        assert bool(EXPECTED_KILLS[mutant]) != (mutant in KNOWN_SURVIVORS), \
-            f"{mutant}: list expected kills, or explain in KNOWN_SURVIVORS why nothing kills it yet"
+        assert bool(EXPECTED_CLAIMS[mutant]) != (mutant in KNOWN_SURVIVORS), \
+            f"{mutant}: list the claims it fails, or explain in KNOWN_SURVIVORS why nothing kills it yet"
+    unexplained = [m for m, claims in EXPECTED_CLAIMS.items() if len(claims) > 1 and m not in WHY]
+    assert not unexplained, f"a mutant failing several claims must say why the mathematics forces each: {unexplained}"
+    assert set(WHY) <= {m for m, claims in EXPECTED_CLAIMS.items() if len(claims) > 1}
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)
@@ -166,14 +181,19 @@ def test_every_mutant_went_through_the_specs(mutation_run):
     assert set(MUTANTS) <= ran, f"no spec ran on: {sorted(set(MUTANTS) - ran)}"
 
 
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if EXPECTED_KILLS[m]])
-def test_mutant_is_killed_by_its_expected_specs(mutation_run, mutant):
-    missed = {spec: mutation_run.states(mutant, spec) for spec in sorted(EXPECTED_KILLS[mutant])
-              if KILL not in mutation_run.states(mutant, spec)}
-    assert not missed, f"{mutant} was not killed (ClaimViolation) by:\n" + "\n".join(
-        f"  {spec}: {_describe(states)}" for spec, states in missed.items())
-    for spec in sorted(EXPECTED_KILLS[mutant]):
-        print(f"{spec}: {mutation_run.states(mutant, spec)[KILL]}")
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if EXPECTED_CLAIMS[m]])
+def test_mutant_fails_exactly_its_declared_claims(mutation_run, mutant):
+    """Precise blame: the claims a defect fails are its own and those the mathematics forces (WHY)."""
+    failed = mutation_run.failed_claims(mutant)
+    expected = EXPECTED_CLAIMS[mutant]
+    extra = {claim: message for claim, message in failed.items() if claim not in expected}
+    missed = sorted(expected - set(failed))
+    assert not extra and not missed, (
+        f"{mutant}: blamed claims differ from the declared set {sorted(expected)}\n"
+        + "".join(f"  also failed {claim}: {message[:200]}\n" for claim, message in sorted(extra.items()))
+        + (f"  not failed: {missed}\n" if missed else ""))
+    for claim, message in sorted(failed.items()):
+        print(f"{claim}: {message}")
 
 
 @pytest.mark.parametrize("mutant", [

@@ -60,20 +60,27 @@ def subject(record: EncoderRecord, module: nn.Module) -> nn.Module:
 
 
 def encode_pair(module: nn.Module, q, k, q_positions=None, k_positions=None, *, q_offset=0, k_offset=0):
-    """``(f_q(q, m), f_k(k, n))`` through the richest protocol the encoder has, in one call: a ``pair``
-    or ``cos_sin`` call, or a single-tensor call on q and k stacked along the batch (each row at its
-    own positions). One call, as a model's layer makes for its q and k: state an encoder keeps
-    between calls cannot leak from q's call into k's (ROPE-9 judges that), and a length-dependent
-    schedule sees one length for both. q and k of different lengths take two single calls."""
-    m = _positions(q, q_positions, q_offset)
-    n = _positions(k, k_positions, k_offset)
+    """``(f_q(q, m), f_k(k, n))`` through the richest protocol the encoder has: one ``pair`` or
+    ``cos_sin`` call, or two single-tensor calls of one length, as a model's layer makes them for
+    its q and k. Where q's and k's explicit positions end at different places, a token at the
+    larger last position is appended to each call and dropped from its output, so that state an
+    encoder keeps between calls (ROPE-9 judges it) or a length-dependent schedule sees one length."""
     if isinstance(module, ProtocolSubject):
-        return module.pair(q, k, m, n)
-    if q.shape[1:] != k.shape[1:] or not isinstance(m, torch.Tensor) or not isinstance(n, torch.Tensor):
+        return module.pair(q, k, _positions(q, q_positions, q_offset), _positions(k, k_positions, k_offset))
+    if not (isinstance(q_positions, torch.Tensor) and isinstance(k_positions, torch.Tensor)) or \
+            q_positions.numel() == 0 or k_positions.numel() == 0:
         return module(q, q_positions, offset=q_offset), module(k, k_positions, offset=k_offset)
-    m, n = (p.expand(t.shape[0], -1) if p.shape[0] == 1 else p for p, t in ((m, q), (n, k)))
-    out = module(torch.cat((q, k)), torch.cat((m.to(q.device), n.to(q.device))))
-    return out[: q.shape[0]], out[q.shape[0] :]
+    last = int(max(q_positions.max(), k_positions.max()))
+
+    def padded_call(x, positions):
+        if int(positions.max()) == last:
+            return module(x, positions)
+        p = positions if positions.dim() == 2 else positions[None]
+        p = torch.cat((p, torch.full((p.shape[0], 1), last, dtype=p.dtype, device=p.device)), dim=1)
+        extra = torch.zeros_like(x[:, :1])
+        return module(torch.cat((x, extra), dim=1), p if positions.dim() == 2 else p[0])[:, :-1]
+
+    return padded_call(q, q_positions), padded_call(k, k_positions)
 
 
 def build_subject(record: EncoderRecord, **config) -> nn.Module:
