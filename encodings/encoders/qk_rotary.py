@@ -1,11 +1,13 @@
 """RoPE applied to q and k together: the call protocols of production code.
 
+The rotation is 000 §3.1 and 004 §3.2's; what changes is how q and k reach it.
+
 * :class:`CosSinRotaryEmbedding` with :func:`apply_rotary_cos_sin` - ``cos, sin = rope(x, position_ids)``
   of shape ``(batch, seq, rotary_dim)``, each angle twice in the half-split convention
   ``[θ_0 … θ_{r/2−1}, θ_0 … θ_{r/2−1}]``, then ``q' = q·cos + rotate_half(q)·sin`` and the same for k
   (the transformers and vLLM convention). Pairs are ``(i, i + r/2)``.
 * :class:`XPosRotaryEmbedding` - ``module(q, k, q_positions, k_positions) -> (q', k')``: RoPE with
-  xPos's per-pair scale (Sun et al. 2022): q at ``p`` is scaled by ``ζ_i^{p/B}``, k by ``ζ_i^{−p/B}``,
+  xPos's per-pair scale (Sun et al. 2022, §3.1): q at ``p`` is scaled by ``ζ_i^{p/B}``, k by ``ζ_i^{−p/B}``,
   ``ζ_i = (2i/r + γ)/(1 + γ)``, so ``⟨q'_m, k'_n⟩`` depends on ``m − n`` only and decays with it.
 
 Inputs are ``(batch, seq, heads, head_dim)``; positions ``(seq,)`` or ``(batch, seq)``. Angles are

@@ -32,6 +32,7 @@ applies. A declared refutation becomes a strict expected failure that accepts on
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import signal
 import sys
 from dataclasses import asdict, dataclass, field
@@ -431,9 +432,10 @@ def _reproducers(item, excinfo) -> tuple[str, str]:
     if drawn is None:
         drawn = drawn_from_traceback(spec, excinfo.tb)
     command = reproducer(spec, drawn)
-    if any(name not in _VALUE_FIXTURES for name in spec.fixtures if name in item.funcargs):
+    arguments = [name for name in inspect.signature(item.obj).parameters if name in item.funcargs]
+    if any(name not in _VALUE_FIXTURES for name in arguments):
         return command, ""  # a spec with other fixtures (measurements) is rerun through pytest
-    fixtures = {name: item.funcargs[name] for name in _VALUE_FIXTURES if name in item.funcargs}
+    fixtures = {name: item.funcargs[name] for name in arguments}
     return command, python_reproducer(spec, fixtures, drawn)
 
 

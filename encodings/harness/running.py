@@ -12,6 +12,7 @@ import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -107,15 +108,17 @@ def python_reproducer(spec: RunningSpec, fixtures: dict[str, object], drawn: dic
     """A standalone script that builds the encoder, calls the spec with these inputs and raises the
     failure again (a ClaimViolation prints the observed value against the expected one).
 
-    Run from the repository root: ``python repro.py``."""
-    module = "specs." + spec.filename.rsplit("/", 1)[-1].removesuffix(".py")
+    ``python repro.py`` from anywhere: the script puts the spec folder's parent on ``sys.path``."""
+    spec_file = Path(spec.filename)
+    module = f"{spec_file.parent.name}.{spec_file.stem}"
     plugin = f"posenc.load_plugin({spec.record.origin!r})\n" if spec.record.origin != "built-in" else ""
     arguments = {**{k: v for k, v in fixtures.items() if k != "record"}, **drawn}
     call = ", ".join(["record=record", *(f"{k}={_literal(v)}" for k, v in arguments.items())])
     return (
         f"# {spec.claim} on {spec.record.name}: {spec.spec}\n"
-        "import torch\n\nimport posenc\nfrom posenc.harness.running import RunningSpec, running\n"
-        f"from {module} import {spec.spec} as spec\n\n{plugin}"
+        f"import sys\n\nimport torch\n\nsys.path.insert(0, {str(spec_file.parent.parent)!r})\n"
+        "import posenc  # noqa: E402\nfrom posenc.harness.running import RunningSpec, running  # noqa: E402\n"
+        f"from {module} import {spec.spec} as spec  # noqa: E402\n\n{plugin}"
         f"record = posenc.get({spec.record.name!r})\n"
         "test = getattr(getattr(spec, 'hypothesis', None), 'inner_test', spec)  # without Hypothesis\n"
         f"with running(RunningSpec({spec.claim!r}, {spec.spec!r}, {spec.nodeid!r}, test.__code__.co_filename, record)):\n"
