@@ -29,6 +29,6 @@ def test_readme_plugin_example_behaves_as_described(tmp_path):
     subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
     row = {claim: cells["my_rope"] for claim, cells in matrix.items()}
-    assert row.pop("contract") == "unexpectedly failing"
+    assert row.pop("contract") == "refuted"
     assert row.pop("ROPE-13") == "refuted"
     assert {state for state in row.values()} <= {"holds", "n/a", "not run"}, row
