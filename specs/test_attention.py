@@ -98,7 +98,9 @@ def test_causal_outputs_ignore_later_tokens(record, dtype, device, seed, offset,
     with torch.no_grad():
         before = module.attend(q, k, v, None, offset=offset)
         after = module.attend(*changed, None, offset=offset)
-    s.require_within(error=s.max_error(after[:, :cut], before[:, :cut]), bound=0.0,
+    # A masked token may move an earlier output only by rounding (a kernel may sum the masked zeros in another order).
+    s.require_within(error=s.max_error(after[:, :cut], before[:, :cut]),
+                     bound=record.tolerance(dtype).bound(float(v.double().abs().max())),
                      what=f"outputs before token {cut} changed when tokens ≥ {cut} changed")
     if s.max_error(after[:, cut:], before[:, cut:]) == 0.0:
         s.violated("later outputs ignored their own tokens: the check would be vacuous")
