@@ -5,7 +5,8 @@ The folder is ``encodings/`` in the repository; it installs as the import packag
 
 * :mod:`posenc.encoders` - the designs, on torch alone;
 * :mod:`posenc.harness` - records, registry, claims, verdict matrix, profiling, pytest plug-in;
-* :mod:`posenc.tools` - README generators and tables, run from the repository root.
+* :mod:`posenc.tools` - README generators and tables, run from the repository root;
+* :mod:`posenc.ecosystem` - other libraries' RoPEs as plug-ins (``--plugin posenc.ecosystem``).
 
 This module is the public face: the names plug-in files and users import.
 """

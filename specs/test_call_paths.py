@@ -7,9 +7,10 @@ path, not the formula (ROPE-1, ROPE-2 and ROPE-11 judge that):
 * PATH-1: the offset path equals explicit positions, ``f(x, offset=o) = f(x, arange(o, o + n))``,
   at offsets where bf16 (past 256) and fp16 (past 2048) cannot represent the integer positions.
 * PATH-2: decoding equals the full sequence. The last query's logits against keys cached one
-  step at a time (single protocol: each key encoded alone at its offset; pair and cos/sin
-  protocols: one query against all keys, at their own positions) equal row ``T − 1`` of the full
-  ``⟨f(q, m), f(k, n)⟩``, at ``T`` past ``max_len`` and past 256.
+  step at a time (single protocol: each key encoded alone at its offset; cos/sin protocol: each
+  key rotated with its own step's tables; pair protocol: the library's call of one query against
+  all keys) equal row ``T − 1`` of the full ``⟨f(q, m), f(k, n)⟩``, at ``T`` past ``max_len`` and
+  past 256.
 * PATH-3: casting the module keeps its frequencies: ``module.to(dtype)`` gives what the uncast
   float32 module gives on the same ``dtype`` input.
 """
@@ -47,10 +48,15 @@ def _decoded_logits(record, module, q, k, length):
     """The last query's logits against keys cached one decoding step at a time."""
     last = torch.tensor([length - 1], device=q.device)
     with torch.no_grad():
-        if record.protocol == "single":
+        if record.protocol == "single":  # each key encoded at its own step, through the offset path
             keys = torch.cat([module(k[:, j : j + 1], None, offset=j) for j in range(length)], dim=1)
             query = module(q[:, -1:], None, offset=length - 1)
-        else:
+        elif record.protocol == "cos_sin":  # each step's cos/sin from that step's position_ids alone
+            step = torch.arange(length, device=q.device)[:, None]
+            keys = torch.cat([s.encode_pair(module, k[:, j : j + 1], k[:, j : j + 1], step[j], step[j])[1]
+                              for j in range(length)], dim=1)
+            query = s.encode_pair(module, q[:, -1:], q[:, -1:], last, last)[0]
+        else:  # the pair protocol: the library's own cached-keys call, one query against all keys
             query, keys = s.encode_pair(module, q[:, -1:], k, last, torch.arange(length, device=q.device))
     return (s.as_heads(query).double().transpose(1, 2) @ s.as_heads(keys).double().permute(0, 2, 3, 1))[..., 0, :]
 

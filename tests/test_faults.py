@@ -334,7 +334,7 @@ def test_the_dynamic_encoding_refuses_bad_scales_and_mixes_at_construction(optio
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float64])
 def test_attention_names_a_dtype_mismatch(dtype):
     for module in (posenc.RoPEAttention(16, 2), posenc.LinearAttentionRoPE(16, 2)):
-        _raises(lambda: module(torch.randn(1, 3, 16, dtype=dtype)), TypeError, f"input has dtype {dtype}",
+        _raises(lambda module=module: module(torch.randn(1, 3, 16, dtype=dtype)), TypeError, f"input has dtype {dtype}",
                 "torch.float32")
 
 

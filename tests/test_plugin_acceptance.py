@@ -82,6 +82,6 @@ def test_builtin_verdicts_are_unchanged(verdicts):
 
 
 def test_plugins_are_named_in_the_header(verdicts):
-    data, stdout = verdicts
+    data, _ = verdicts
     assert any(p.endswith("bf16_angle_rope.py") for p in data["header"]["plugins"])
     assert "user_rope_table64" in data["header"]["encoders"]

@@ -45,9 +45,18 @@ class ProtocolSubject(nn.Module):
         if q_positions is k_positions or (q.shape[:2] == k.shape[:2] and torch.equal(q_positions, k_positions)):
             cos, sin = self.library(q, q_positions)
             return self.record.apply(q, k, cos, sin)
-        q_cos, q_sin = self.library(q, q_positions)
-        k_cos, k_sin = self.library(k, k_positions)
+        # Two tables, for calls of one length (see encode_pair): a stateful library sees no change of length.
+        last = int(max(q_positions.max(), k_positions.max()))
+        q_cos, q_sin = self._tables(q, q_positions, last)
+        k_cos, k_sin = self._tables(k, k_positions, last)
         return self.record.apply(q, q, q_cos, q_sin)[0], self.record.apply(k, k, k_cos, k_sin)[1]
+
+    def _tables(self, x, positions, last):
+        if int(positions.max()) == last:
+            return self.library(x, positions)
+        padded = torch.cat((positions, torch.full_like(positions[:, :1], last)), dim=1)
+        cos, sin = self.library(torch.cat((x, torch.zeros_like(x[:, :1])), dim=1), padded)
+        return cos[:, :-1], sin[:, :-1]
 
     def forward(self, x, positions=None, offset=0):
         p = _positions(x, positions, offset)

@@ -178,6 +178,9 @@ def pytest_report_header(config):
         f"hypothesis profile {settings.hypothesis_profile}",
         f"posenc: run {state.run_id}, reports in {settings.matrix_dir}",
     ]
+    libraries = _library_versions()
+    if libraries:
+        lines.append("posenc: libraries: " + ", ".join(f"{name} {v}" for name, v in libraries.items()))
     return lines
 
 
@@ -519,6 +522,7 @@ def _header(config, state: HarnessState, exitstatus) -> dict:
         "plugins": list(settings.plugins),
         "device": f"{settings.device} ({machine.device_name(settings.device)})",
         "torch": torch.__version__,
+        "libraries": _library_versions(),
         "python": sys.version.split()[0],
         "hypothesis_profile": settings.hypothesis_profile,
         "hypothesis_seed": seed if seed is not None else (
@@ -526,6 +530,12 @@ def _header(config, state: HarnessState, exitstatus) -> dict:
         "concurrent_runs": state.active.others if state.active else [],
         "outcomes": len(state.outcomes),
     }
+
+
+def _library_versions() -> dict[str, str]:
+    """Versions of the libraries whose adapters are loaded (``--plugin posenc.ecosystem``)."""
+    ecosystem = sys.modules.get("posenc.ecosystem")
+    return ecosystem.library_versions() if ecosystem is not None else {}
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -6,6 +6,7 @@ Plug-ins call :func:`register` from an ordinary Python file loaded by
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 import traceback
@@ -55,12 +56,19 @@ def _where(path: Path, error: BaseException) -> str:
     return f"{path}:{lines[-1]}" if lines else str(path)
 
 
+def _is_module_name(name: str) -> bool:
+    return not name.endswith(".py") and "/" not in name and all(part.isidentifier() for part in name.split("."))
+
+
 def load_plugin(path: str | Path) -> list[EncoderRecord]:
-    """Execute a user file that calls :func:`register`; return the records it added.
+    """Execute a user file that calls :func:`register`, or import a module that does (a dotted
+    name such as ``posenc.ecosystem``); return the records it added.
 
     Raises :class:`PluginError` naming the file, the line and the error when the file is
     missing, does not parse, raises, or registers a bad or duplicate record.
     """
+    if isinstance(path, str) and _is_module_name(path) and not Path(path).is_file():
+        return _import_plugin(path)
     path = Path(path).expanduser().resolve()
     if not path.is_file():
         raise PluginError(f"plug-in {path}: file not found")
@@ -78,7 +86,32 @@ def load_plugin(path: str | Path) -> list[EncoderRecord]:
                 del _REGISTRY[name]
             message = error.msg if isinstance(error, SyntaxError) else str(error)
             raise PluginError(f"plug-in {_where(path, error)}: {type(error).__name__}: {message}") from error
+    return _mark_origin(before, str(path))
+
+
+def _mark_origin(before: set[str], origin: str) -> list[EncoderRecord]:
     added = [name for name in _REGISTRY if name not in before]
     for name in added:
-        _REGISTRY[name] = replace(_REGISTRY[name], origin=str(path))
+        _REGISTRY[name] = replace(_REGISTRY[name], origin=origin)
     return [_REGISTRY[name] for name in added]
+
+
+_IMPORTED: dict[str, list[str]] = {}
+
+
+def _import_plugin(name: str) -> list[EncoderRecord]:
+    """Import a plug-in module by name; a second load returns the records of the first."""
+    if name in _IMPORTED:
+        return [_REGISTRY[n] for n in _IMPORTED[name] if n in _REGISTRY]
+    before = set(_REGISTRY)
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        raise PluginError(f"plug-in {name}: no such file or module ({error})") from error
+    except Exception as error:  # noqa: BLE001 - name the module and the error
+        for added in set(_REGISTRY) - before:
+            del _REGISTRY[added]
+        raise PluginError(f"plug-in {name}: {type(error).__name__}: {error}") from error
+    records = _mark_origin(before, name)
+    _IMPORTED[name] = [r.name for r in records]
+    return records

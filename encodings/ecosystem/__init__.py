@@ -1,0 +1,21 @@
+"""Other libraries' RoPEs, registered as plug-ins: ``pytest specs --plugin posenc.ecosystem``.
+
+Installed with the ``ecosystem`` extra (``pip install -e '.[ecosystem]'``). Each module registers
+one record per configuration through the public plug-in API (``posenc.register``), as a user's
+file would, and passes the library's own code path through untouched: the adapter only names
+the library's arguments (``position_ids``, ``input_pos``, ``unsqueeze_dim``) and never fixes a
+dtype, a cache or a bound. Each record declares what the library promises, citing its docs in
+``source``; where the design changes a claim on purpose, the declaration says why.
+
+* :mod:`.transformers_rope` - ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb``, every rope
+  type of ``ROPE_INIT_FUNCTIONS`` (``hf_*``);
+* :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``).
+
+A library that is not installed still has its records: every spec on them is skipped with the
+install hint, so ``--encoders 'hf_*'`` never errors.
+"""
+
+from __future__ import annotations
+
+from . import torchtune_rope, transformers_rope  # noqa: F401  (importing registers the records)
+from .support import library_versions  # noqa: F401
