@@ -102,7 +102,8 @@ def _history_calls(record, dtype, device):
         calls.append((f"a call of {HISTORY_PROBE_SEQ} positions (batch 1, one head)",
                       call(HISTORY_PROBE_SEQ, batch=1, heads=1)))
     if torch.bfloat16 in record.dtypes and dtype != torch.bfloat16:
-        calls.append(("a bfloat16 call of 300 positions", call(min(300, cap), call_dtype=torch.bfloat16)))
+        bf16_call = min(300, s.position_cap(record, 299) + 1)  # past 256, bf16's last exact integer
+        calls.append((f"a bfloat16 call of {bf16_call} positions", call(bf16_call, call_dtype=torch.bfloat16)))
     calls += [(f"the same call in {other}", same_call_in(other)) for other in record.dtypes if other != dtype]
     if device == "cpu" and torch.cuda.is_available():
         calls.append(("a call on cuda", elsewhere("cuda")))

@@ -9,7 +9,9 @@ dtype, a cache or a bound. Each record declares what the library promises, citin
 
 * :mod:`.transformers_rope` - ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb``, every rope
   type of ``ROPE_INIT_FUNCTIONS`` (``hf_*``);
-* :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``).
+* :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``);
+* :mod:`.x_transformers_rope` - ``RotaryEmbedding`` with ``apply_rotary_pos_emb`` (``xtf_*``);
+* :mod:`.rotary_embedding_torch_rope` - ``RotaryEmbedding.rotate_queries_or_keys`` with an offset (``ret_*``).
 
 A library that is not installed still has its records: every spec on them is skipped with the
 install hint, so ``--encoders 'hf_*'`` never errors.
@@ -17,5 +19,10 @@ install hint, so ``--encoders 'hf_*'`` never errors.
 
 from __future__ import annotations
 
-from . import torchtune_rope, transformers_rope  # noqa: F401  (importing registers the records)
+from . import (  # noqa: F401  (importing registers the records)
+    rotary_embedding_torch_rope,
+    torchtune_rope,
+    transformers_rope,
+    x_transformers_rope,
+)
 from .support import library_versions  # noqa: F401

@@ -9,9 +9,12 @@ import importlib.metadata
 import pytest
 
 INSTALL_HINT = "pip install -e '.[ecosystem]'"
+#: What the records' ``origin`` says, and what ``--plugin`` takes to load them again (reproducers).
+ORIGIN = "posenc.ecosystem"
 
 #: distribution name -> import name, for every library an adapter wraps.
-LIBRARIES = {"transformers": "transformers", "torchtune": "torchtune"}
+LIBRARIES = {"transformers": "transformers", "torchtune": "torchtune", "x-transformers": "x_transformers",
+             "rotary-embedding-torch": "rotary_embedding_torch"}
 
 
 def version(distribution: str) -> str | None:

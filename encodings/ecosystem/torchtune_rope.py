@@ -17,7 +17,7 @@ from torch import nn
 
 import posenc
 
-from .support import available, missing, version
+from .support import ORIGIN, available, missing, version
 
 
 class InputPos(nn.Module):
@@ -41,6 +41,7 @@ def build(config: posenc.BuildConfig):
 
 
 posenc.register(posenc.EncoderRecord(
+    origin=ORIGIN,
     name="torchtune_rope",
     build=build if available("torchtune") else missing("torchtune"),
     kind="rotary",

@@ -23,7 +23,7 @@ import torch
 import posenc
 from posenc.encoders.scaling import frequencies as schedules
 
-from .support import available, missing, version
+from .support import ORIGIN, available, missing, version
 
 SOURCE = "transformers {} (models/llama/modeling_llama.py, modeling_rope_utils.py)"
 ANGLES = torch.float32
@@ -143,6 +143,7 @@ if _INSTALLED:
 
 for _rope_type, (_geometry_of, _overrides) in CONFIGURATIONS.items():
     posenc.register(posenc.EncoderRecord(
+        origin=ORIGIN,
         name=f"hf_{_rope_type}",
         build=_build(_rope_type) if _INSTALLED else missing("transformers"),
         apply=apply,

@@ -63,9 +63,39 @@ class ProtocolSubject(nn.Module):
         return self.pair(x, x, p, p)[0]
 
 
+class OffsetSubject(nn.Module):
+    """An encoder that takes a start offset only (``module(x, offset=o)``), seen as
+    ``f(x, positions=None, offset=0)``: explicit positions go through the library's own offset
+    path, one call per row whose positions are contiguous, one call per token otherwise."""
+
+    def __init__(self, record: EncoderRecord, library: nn.Module):
+        super().__init__()
+        self.record, self.library = record, library
+
+    def forward(self, x, positions=None, offset=0):
+        if positions is None:
+            return self.library(x, offset=offset)
+        p = positions if positions.dim() == 2 else positions.unsqueeze(0)
+        if p.shape[-1] != x.shape[1] or p.shape[0] not in (1, x.shape[0]):
+            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x's (batch, seq) "
+                             f"= {tuple(x.shape[:2])}")
+        rows = []
+        for b in range(x.shape[0]):
+            row = p[min(b, p.shape[0] - 1)]
+            start = int(row[0]) if row.numel() else 0
+            if torch.equal(row.cpu(), torch.arange(start, start + len(row))):
+                rows.append(self.library(x[b : b + 1], offset=start))
+            else:
+                rows.append(torch.cat([self.library(x[b : b + 1, j : j + 1], offset=int(row[j]))
+                                       for j in range(len(row))], dim=1))
+        return torch.cat(rows)
+
+
 def subject(record: EncoderRecord, module: nn.Module) -> nn.Module:
     """``module`` as the specs call it: itself for the ``single`` protocol, wrapped otherwise."""
-    return module if record.protocol == "single" else ProtocolSubject(record, module)
+    if record.protocol != "single":
+        return ProtocolSubject(record, module)
+    return OffsetSubject(record, module) if record.positions == "offset" else module
 
 
 def encode_pair(module: nn.Module, q, k, q_positions=None, k_positions=None, *, q_offset=0, k_offset=0):

@@ -234,6 +234,9 @@ class EncoderRecord:
       positions given to ``pair`` and ``cos_sin`` are int64 of shape ``(batch, seq)``;
     * ``attention``: also ``module.attend(q, k, v, positions=None, offset=0)`` on per-head tensors.
 
+    ``positions="offset"``: the encoder takes ``module(x, offset=0)`` only (no explicit positions);
+    the harness reaches explicit positions through that offset path, row by row or token by token.
+
     ``min_head_dim`` and ``head_dim_multiple`` say which configurations the encoder supports:
     a spec that needs another is skipped with the reason, never run into a crash.
     ``tolerances`` default to those derived from ``geometry.angle_dtype``.
@@ -256,6 +259,7 @@ class EncoderRecord:
     apply: Callable | None = None  # cos_sin protocol: apply(q, k, cos, sin) -> (q', k')
     min_head_dim: int = 2
     head_dim_multiple: int = 2
+    positions: Literal["any", "offset"] = "any"  # "offset": the encoder takes a start offset only
 
     def __post_init__(self):
         if self.kind not in ("additive", "rotary", "attention"):
@@ -267,6 +271,9 @@ class EncoderRecord:
         if self.protocol != "single" and (self.kind != "rotary" or self.input_layout != "bshd"):
             raise ValueError(f"{self.name}: the {self.protocol} protocol is for rotary encoders on "
                              "(batch, seq, heads, head_dim)")
+        if self.positions not in ("any", "offset") or (self.positions == "offset" and self.protocol != "single"):
+            raise ValueError(f"{self.name}: positions must be 'any', or 'offset' for the single protocol, "
+                             f"got {self.positions!r}")
         if (self.protocol == "cos_sin") != (self.apply is not None):
             raise ValueError(f"{self.name}: the cos_sin protocol needs apply(q, k, cos, sin), and only it takes one")
         if self.min_head_dim < 2 or self.head_dim_multiple < 2 or self.head_dim_multiple % 2:
