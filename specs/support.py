@@ -81,24 +81,25 @@ def needs_float64(record: EncoderRecord) -> None:
 
 # ---------------------------------------------------------------- verdicts
 
+def _judged(kind: type[ClaimViolation], summary: str, details: dict) -> ClaimViolation:
+    """A ``kind`` of the running spec's claim, with ``details``, a reproducer and the drawn values."""
+    spec = current()
+    drawn = drawn_values(spec)
+    error = kind(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec, drawn))
+    error.drawn = drawn
+    return error
+
+
 def violated(summary: str, **details):
     """Raise :class:`ClaimViolation` of the running spec's claim, with ``details`` and a reproducer."""
     __tracebackhide__ = True
-    spec = current()
-    drawn = drawn_values(spec)
-    error = ClaimViolation(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec, drawn))
-    error.drawn = drawn
-    raise error
+    raise _judged(ClaimViolation, summary, details)
 
 
 def no_clear_error(summary: str, **details):
     """Raise :class:`NoClearError`: bad input met with no error or an unclear one, but no garbage."""
     __tracebackhide__ = True
-    spec = current()
-    drawn = drawn_values(spec)
-    error = NoClearError(spec.record.name, spec.claim, summary, **details, reproducer=reproducer(spec, drawn))
-    error.drawn = drawn
-    raise error
+    raise _judged(NoClearError, summary, details)
 
 
 #: A clear error past a table names the limit ("index 4096 is out of bounds … size 4096" does not).

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from .positions import FrequencyModule, angle_dtype, resolve_positions, rotation_angles
-from .rotary import _check_heads_input
+from .rotary import _check_heads_input, rotated_width
 from .validation import require_even, require_float, require_positive
 
 
@@ -34,11 +34,7 @@ class CosSinRotaryEmbedding(FrequencyModule):
 
     def __init__(self, head_dim: int, *, base: float = 10000.0, rotary_dim: int | None = None):
         super().__init__()
-        require_even(head_dim, "head_dim")
-        rotary_dim = head_dim if rotary_dim is None else rotary_dim
-        require_even(rotary_dim, "rotary_dim")
-        if rotary_dim > head_dim:
-            raise ValueError(f"rotary_dim={rotary_dim} must not exceed head_dim={head_dim}")
+        rotary_dim = rotated_width(head_dim, rotary_dim)
         self.head_dim, self.rotary_dim, self.base = head_dim, rotary_dim, float(base)
         self._init_frequencies(rotary_dim, self.base)
 

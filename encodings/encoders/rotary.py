@@ -53,6 +53,16 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -
     return torch.cat((out_first, out_second), dim=-1)
 
 
+def rotated_width(head_dim: int, rotary_dim: int | None) -> int:
+    """The rotated features of a head (partial rotary), checked: both even, ``rotary_dim ≤ head_dim``."""
+    require_even(head_dim, "head_dim")
+    rotary_dim = head_dim if rotary_dim is None else rotary_dim
+    require_even(rotary_dim, "rotary_dim")
+    if rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim={rotary_dim} must not exceed head_dim={head_dim}")
+    return rotary_dim
+
+
 def _check_heads_input(x: torch.Tensor, head_dim: int) -> None:
     require_float(x)
     require_rank(x, 4, "(batch, seq, heads, head_dim)")
@@ -88,11 +98,7 @@ class RotaryEmbedding(FrequencyModule):
         length_dependent: bool = False,
     ):
         super().__init__()
-        require_even(head_dim, "head_dim")
-        rotary_dim = head_dim if rotary_dim is None else rotary_dim
-        require_even(rotary_dim, "rotary_dim")
-        if rotary_dim > head_dim:
-            raise ValueError(f"rotary_dim={rotary_dim} must not exceed head_dim={head_dim}")
+        rotary_dim = rotated_width(head_dim, rotary_dim)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         require_positive(scaling_factor, "scaling_factor")
