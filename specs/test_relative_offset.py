@@ -43,6 +43,7 @@ def offset_logit_error(record, module, dtype, device, seed, m, n, stride):
        stride=draws.shifts)
 @example(seed=0, m=[0, 1, 2, 3, 5, 8], n=[0, 0, 1, 7, 3, 2], stride=4096)
 @example(seed=1, m=[3, 9, 17, 30, 40, 60], n=[1, 12, 16, 31, 2, 63], stride=70)
+@example(seed=2, m=[5, 0, 33, 2, 19, 7], n=[0, 21, 3, 2, 40, 11], stride=9001)  # rows far apart, no power of two
 def test_logits_depend_only_on_offset(record, dtype, device, seed, m, n, stride):
     cap = s.position_cap(record, 10**7)
     m, n = (torch.tensor(v, device=device).clamp(max=cap // 2) for v in (m, n))

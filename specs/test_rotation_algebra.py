@@ -186,8 +186,8 @@ def test_long_term_decay_of_the_roformer_bound(record):
 
 
 @pytest.mark.claim("ROPE-8", kinds=ROTARY)
-@given(seed=draws.seeds, positions=draws.position_lists(10**5, 4))
-@example(seed=0, positions=[0, 1, 512, 99_999])
+@given(seed=draws.seeds, positions=draws.position_lists(10**4, 4))  # far positions are ROPE-10a's
+@example(seed=0, positions=[0, 1, 512, 9_999])
 def test_equals_complex_multiplication(record, dtype, device, seed, positions):
     module = s.build(record, dtype, device)
     p = torch.tensor(positions, device=device).clamp(max=s.position_cap(record, 10**7))

@@ -49,12 +49,13 @@ def _build(use_xpos: bool):
     return build
 
 
-def _xpos_scale(positions, rotary_dim, side, *, centre):
-    """x-transformers' xPos: ζ_i^(±(p − c)/512), ζ_i = (2i + 0.4·d)/(1.4·d), centred at c."""
+def xpos_scale(positions, rotary_dim, side, *, length):
+    """x-transformers' xPos: ζ_i^(±(p − c)/512), ζ_i = (2i + 0.4·d)/(1.4·d), centred at ``c = length // 2``
+    of the call (its ``max_pos // 2``)."""
     i = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=positions.device)
     zeta = (i + 0.4 * rotary_dim) / (1.4 * rotary_dim)
     sign = 1.0 if side == "q" else -1.0
-    return zeta ** (sign * (positions.to(torch.float64).unsqueeze(-1) - centre) / 512)
+    return zeta ** (sign * (positions.to(torch.float64).unsqueeze(-1) - length // 2) / 512)
 
 
 _SOURCE = "x-transformers {} (x_transformers/x_transformers.py: RotaryEmbedding, apply_rotary_pos_emb)"
@@ -78,4 +79,26 @@ posenc.register(posenc.EncoderRecord(
     description="RotaryEmbedding(head_dim) and apply_rotary_pos_emb on q and k",
     claims=posenc.rotary_claims(_COMMON),
     min_head_dim=4,  # its base rescaling divides by d − 2
+))
+
+_FP16 = "in float16, the factor ζ^(±(p − c)/512) passes 65504 at |p − c| ≈ 4500: q' or k' overflows to ∞"
+_RANGE = "ζ^(±(p − c)/512), centred on the call, leaves the float range far out (and fp16's past p ≈ 9000)"
+posenc.register(posenc.EncoderRecord(
+    origin=ORIGIN,
+    name="xtf_xpos",
+    build=_build(True) if _INSTALLED else missing("x-transformers"),
+    kind="rotary", protocol="pair",
+    source=_SOURCE.format(version("x-transformers") or "(not installed)") + ", use_xpos=True",
+    geometry=posenc.RotaryGeometry(layout="interleaved", angle_dtype=torch.float32, position_scale=xpos_scale,
+                                   scale_length_dependent=True),
+    description="RotaryEmbedding(head_dim, use_xpos=True): q scaled by ζ^((p − c)/512), k by its inverse",
+    claims=posenc.rotary_claims({
+        **_COMMON,
+        "ROPE-3": posenc.refuted("xPos scales q and k by ζ^(±(p − c)/512) on purpose"),
+        "ROPE-4": posenc.refuted(_FP16, dtypes=(torch.float16,)),
+        "ROPE-8": posenc.refuted(_FP16, dtypes=(torch.float16,)),
+        "ROPE-10a": posenc.refuted(_RANGE),
+        "ROPE-11": posenc.refuted(_RANGE),
+    }),
+    min_head_dim=4,
 ))

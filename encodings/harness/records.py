@@ -145,7 +145,8 @@ class RotaryGeometry:
       with ``length_dependent`` it is ``frequencies(r, base, length=L)`` with ``L`` the call's
       largest position + 1 (dynamic NTK: no hidden state, a function of the call alone);
     * ``position_scale(p, r, side)`` is a per-pair factor by position, differing for q and k
-      (xPos); ``None`` is 1;
+      (xPos); ``None`` is 1; with ``scale_length_dependent`` it also takes ``length=``, the call's
+      largest position + 1 (an xPos scale centred on the call);
     * ``angle_dtype``: the dtype angles are formed in (``None``: float64 for float64 input,
       fp32 otherwise; ``torch.float32``: always fp32, as production code does). The record's
       tolerances for every input dtype derive from it.
@@ -157,7 +158,8 @@ class RotaryGeometry:
     scaling_factor: float = 1.0  # linear position interpolation: angles at p / s
     frequencies: Callable[..., torch.Tensor] | None = None  # θ(rotary_dim, base[, length=]); None: base^(-2i/d)
     magnitude: float = 1.0  # factor on the rotated features (YaRN's attention factor)
-    position_scale: Callable[[torch.Tensor, int, str], torch.Tensor] | None = None  # xPos: (p, r, side) -> factors
+    position_scale: Callable[..., torch.Tensor] | None = None  # xPos: (p, r, side[, length=]) -> factors
+    scale_length_dependent: bool = False  # position_scale takes the call's length (xPos centred on the call)
     length_dependent: bool = False  # frequencies take the call's length (dynamic NTK)
     angle_dtype: torch.dtype | None = None
 
@@ -179,12 +181,14 @@ class RotaryGeometry:
             return torch.as_tensor(self.frequencies(rotary_dim, base, length=length), dtype=torch.float64)
         return torch.as_tensor(self.frequencies(rotary_dim, base), dtype=torch.float64)
 
-    def scale(self, positions: torch.Tensor, rotary_dim: int, side: Side = "q") -> torch.Tensor:
-        """Per-pair factor on the rotated features at ``positions`` (float64), shape ``positions.shape + (r/2,)``."""
+    def scale(self, positions: torch.Tensor, rotary_dim: int, side: Side = "q", length: int | None = None) -> torch.Tensor:
+        """Per-pair factor on the rotated features at ``positions`` (float64), shape ``positions.shape + (r/2,)``;
+        ``length`` is the call's (largest position + 1) for a scale centred on the call."""
         p = positions.to(torch.float64)
         factor = torch.full((*p.shape, rotary_dim // 2), self.magnitude, dtype=torch.float64, device=p.device)
         if self.position_scale is not None:
-            factor = factor * torch.as_tensor(self.position_scale(p, rotary_dim, side), dtype=torch.float64)
+            extra = {"length": int(p.max()) + 1 if length is None else length} if self.scale_length_dependent else {}
+            factor = factor * torch.as_tensor(self.position_scale(p, rotary_dim, side, **extra), dtype=torch.float64)
         return factor
 
     @property

@@ -54,7 +54,7 @@ def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry: Rotar
     p = positions.to(device=x.device, dtype=torch.float64)
     angle = (p.unsqueeze(-1) / geometry.scaling_factor * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
     angle = -angle if transpose else angle
-    scale = geometry.scale(p, r, side).unsqueeze(-2)
+    scale = geometry.scale(p, r, side, length).unsqueeze(-2)
     cos, sin = torch.cos(angle) * scale, torch.sin(angle) * scale
     if geometry.layout == "half_split":
         a, b = x[..., : r // 2], x[..., r // 2 : r]
