@@ -2,13 +2,15 @@
 
 * ``compare [BEFORE] [AFTER]`` - benchmark histories side by side (:mod:`posenc.tools.compare`);
 * ``readme [--write]`` - the generated README sections (:mod:`posenc.tools.readme`);
-* ``precision`` - RoPE's phase-precision table (:mod:`posenc.tools.precision`).
+* ``precision`` - RoPE's phase-precision table (:mod:`posenc.tools.precision`);
+* ``identify FILE.py:NAME`` - a RoPE's layout, frequencies and scale, read off its outputs (:mod:`posenc.tools.identify`).
 """
 
 import runpy
 import sys
 
-COMMANDS = {"compare": "posenc.tools.compare", "readme": "posenc.tools.readme", "precision": "posenc.tools.precision"}
+COMMANDS = {"compare": "posenc.tools.compare", "readme": "posenc.tools.readme", "precision": "posenc.tools.precision",
+            "identify": "posenc.tools.identify"}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

@@ -1,0 +1,95 @@
+"""``identify`` reads a RoPE's geometry off its outputs: on every built-in rotary encoder it recovers
+the layout, the rotated width, the frequency family with its parameters, and the scale."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import posenc
+from posenc.harness.protocols import build_subject
+from posenc.tools.identify import identify
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = dict(d_model=64, n_heads=4, max_len=128)  # head_dim 16
+
+#: name -> (layout, rotated width, family, parameters that must be recovered)
+EXPECTED = {
+    "rope_interleaved": ("interleaved", 16, "default", {"base": 10000.0}),
+    "rope_complex": ("interleaved", 16, "default", {"base": 10000.0}),
+    "rope_compiled": ("interleaved", 16, "default", {"base": 10000.0}),
+    "rope_half_split": ("half_split", 16, "default", {"base": 10000.0}),
+    "rope_concatenated": ("concatenated", 16, "default", {"base": 10000.0}),
+    "rope_cos_sin": ("half_split", 16, "default", {"base": 10000.0}),
+    "rope_xpos": ("interleaved", 16, "default", {"base": 10000.0}),
+    "rope_partial": ("half_split", 4, "default", {"base": 10000.0}),
+    "rope_linear_scaled": ("interleaved", 16, "linear", {"factor": 4.0, "base": 10000.0}),
+    "rope_yarn": ("interleaved", 16, "yarn", {"factor": 4.0, "original_max_position": 2048, "base": 10000.0}),
+    "rope_llama3": ("interleaved", 16, "llama3", {"factor": 8.0, "original_max_position": 8192, "base": 10000.0}),
+    "rope_dynamic_ntk": ("interleaved", 16, "default", {"base": 10000.0}),
+}
+
+
+def _identified(name: str):
+    record = posenc.get(name)
+    return record, identify(build_subject(record, **CONFIG), head_dim=16, base=10000.0)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_identify_recovers_the_builtin_geometry(name):
+    record, found = _identified(name)
+    layout, rotated, family, parameters = EXPECTED[name]
+    assert (found.layout, found.rotary_dim, found.family) == (layout, rotated, family), found.report()
+    for key, value in parameters.items():
+        assert found.parameters[key] == pytest.approx(value, rel=1e-6), (key, found.report())
+    assert found.magnitude == pytest.approx(record.geometry.magnitude, rel=1e-5)
+
+
+def test_every_builtin_rotary_on_heads_is_identified():
+    heads = {r.name for r in posenc.records() if r.kind == "rotary" and r.input_layout == "bshd"
+             and r.origin == "built-in" and r.geometry is not None and r.applies("ROPE-1")}
+    assert heads - set(EXPECTED) <= {"rope_ntk_aware", "rope_longrope"}, heads - set(EXPECTED)
+
+
+def test_ntk_aware_is_named_against_its_nominal_base():
+    _, found = _identified("rope_ntk_aware")
+    assert found.family == "default" and any("NTK-aware with factor 4" in note for note in found.notes), found.report()
+
+
+def test_a_scale_and_a_length_dependent_schedule_are_named():
+    _, xpos = _identified("rope_xpos")
+    assert xpos.scale_by_position and not _identified("rope_interleaved")[1].scale_by_position
+    _, dynamic = _identified("rope_dynamic_ntk")
+    assert any("depends on the position or the call's length" in note for note in dynamic.notes), dynamic.report()
+
+
+def test_a_self_consistent_rope_that_is_not_the_formula_is_custom():
+    """A RoPE with linearly spaced frequencies is a rotation, but of no known family."""
+
+    def linear_frequencies(x, positions):
+        theta = 1.0 / (1.0 + torch.arange(8, dtype=torch.float64))
+        angles = positions.to(torch.float64)[:, None] * theta
+        a, b = x[..., 0::2], x[..., 1::2]
+        cos, sin = angles.cos()[None, :, None], angles.sin()[None, :, None]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
+
+    found = identify(linear_frequencies, head_dim=16)
+    assert (found.layout, found.family) == ("interleaved", "custom"), found.report()
+    assert found.theta[:3] == pytest.approx([1.0, 0.5, 1 / 3], rel=1e-9)
+
+
+def test_the_command_line_prints_a_report_and_a_geometry(tmp_path):
+    target = tmp_path / "my_rope.py"
+    target.write_text("import posenc\nrope = posenc.RotaryEmbedding(32, layout='half_split', scaling_factor=2.0)\n")
+    shown = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:rope", "--head-dim", "32"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "layout:          half_split" in shown.stdout and "linear (factor=2, base=10000)" in shown.stdout
+    assert "geometry=posenc.RotaryGeometry(layout='half_split', scaling_factor=2, base=10000" in shown.stdout
+
+
+
