@@ -165,11 +165,13 @@ def disagreement(a: torch.Tensor, b: torch.Tensor) -> float:
 def require_head_dim(record: EncoderRecord, head_dim: int) -> None:
     """Skip, with the reason, a configuration the record says the encoder does not support."""
     if not record.supports_head_dim(head_dim):
-        raise Excluded(f"{record.name} supports head_dim ≥ {record.min_head_dim} in multiples of "
+        most = f" up to {record.max_head_dim}" if record.max_head_dim is not None else ""
+        raise Excluded(f"{record.name} supports head_dim ≥ {record.min_head_dim}{most} in multiples of "
                        f"{record.head_dim_multiple}; this check needs head_dim={head_dim}")
 
 
 def supported_head_dim(record: EncoderRecord, drawn: int) -> int:
     """The smallest head_dim ≥ ``drawn`` the record supports: how drawn sizes respect the record."""
     multiple = record.head_dim_multiple
-    return max(record.min_head_dim + (-record.min_head_dim) % multiple, drawn + (-drawn) % multiple)
+    wanted = max(record.min_head_dim + (-record.min_head_dim) % multiple, drawn + (-drawn) % multiple)
+    return wanted if record.max_head_dim is None else min(wanted, record.max_head_dim)

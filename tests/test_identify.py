@@ -12,7 +12,7 @@ import torch
 
 import posenc
 from posenc.harness.protocols import build_subject
-from posenc.tools.identify import identify
+from posenc.harness.identification import identify
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = dict(d_model=64, n_heads=4, max_len=128)  # head_dim 16
@@ -93,3 +93,68 @@ def test_the_command_line_prints_a_report_and_a_geometry(tmp_path):
 
 
 
+
+
+@pytest.fixture(scope="module")
+def defects():
+    """The defective plug-ins' records, read without registering them here."""
+    import importlib.util
+    from unittest import mock
+
+    found = {}
+    for file in ("defective_ropes.py", "bf16_angle_rope.py"):
+        spec = importlib.util.spec_from_file_location(f"identify_{file[:-3]}", ROOT / "tests" / "plugins" / file)
+        module = importlib.util.module_from_spec(spec)
+        with mock.patch.object(posenc, "register", side_effect=lambda r: found.setdefault(r.name, r)):
+            spec.loader.exec_module(module)
+    return found
+
+
+def _identify_record(record):
+    return identify(build_subject(record, **CONFIG), head_dim=16, base=10000.0)
+
+
+@pytest.mark.parametrize("name, field, words", [
+    ("bug_dtype_polluted_cache", "state", "depends on history: positions 0 … 259 change by"),
+    ("bug_history_at_max_len", "state", "depends on history"),
+    ("bug_offset_in_input_dtype", "notes", "the offset path differs from explicit positions in bfloat16"),
+    ("bug_table_index_error", "limit", "raises at position 257: IndexError"),
+    ("user_rope_bf16_angles", "notes", "positions are rounded before the angles are formed"),
+    ("user_rope_bf16_angles", "notes", "θ is base^(−2i/d) rounded to bfloat16"),
+])
+def test_identify_names_the_anomaly_of_each_defective_plugin(defects, name, field, words):
+    found = _identify_record(defects[name])
+    said = getattr(found, field)
+    said = " | ".join(said) if isinstance(said, list) else said
+    assert words in said, found.report()
+
+
+def test_a_correct_rope_shows_no_anomaly():
+    _, found = _identified("rope_interleaved")
+    assert found.state.startswith("no dependence on history") and not found.notes, found.report()
+    assert all("fp32 or wider" in said for said in found.precision.values()), found.precision
+
+
+def test_pytest_identify_runs_every_spec_against_what_a_bare_function_computes(tmp_path):
+    """A half-split RoPE with base 500000 is self-consistent, not the default formula: identified, it is
+    judged against its own geometry. Only the contract row fails: the bare function checks no input."""
+    target = tmp_path / "my_rope.py"
+    target.write_text(
+        "import torch\n\n\ndef apply_rope(x, positions):\n    d = x.shape[-1]\n"
+        "    theta = 1.0 / (500000.0 ** (torch.arange(0, d, 2).float() / d))\n"
+        "    angles = positions.float()[..., None] * theta\n"
+        "    cos, sin = angles.cos()[..., None, :], angles.sin()[..., None, :]\n"
+        "    a, b = x[..., : d // 2].float(), x[..., d // 2 :].float()\n"
+        "    return torch.cat((a * cos - b * sin, a * sin + b * cos), -1).to(x.dtype)\n")
+    out = tmp_path / "reports"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("POSENC_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--identify",
+                           f"{target}:apply_rope", "--encoders", "identified_*", "--matrix-dir", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert "identified_apply_rope, as identified from its outputs:" in done.stdout, done.stdout[-2000:]
+    assert "frequencies:     default (base=500000)" in done.stdout
+    matrix = __import__("json").loads((out / "verdicts.json").read_text())["matrix"]
+    row = {claim: cells["identified_apply_rope"] for claim, cells in matrix.items()}
+    assert row.pop("contract") == "unexpectedly failing"
+    assert set(row.values()) <= {"holds", "refuted", "n/a"}, {c: s for c, s in row.items() if s not in ("holds", "n/a")}
+    assert row["ROPE-13"] == "refuted" and row["ROPE-4"] == "holds"

@@ -34,6 +34,12 @@ VARIABLES = {
 def addoptions(parser) -> None:
     group = parser.getgroup("posenc", "positional-encoding specs and benchmarks")
     group.addoption("--encoders", default=None, help="comma-separated encoder names or glob patterns to run, e.g. 'rope_*' (default: all registered)")
+    group.addoption("--identify", metavar="FILE.py:NAME", default=None,
+                    help="identify a RoPE (a class, module or function) and run every spec against what it computes")
+    group.addoption("--identify-protocol", default="single", choices=("single", "pair", "cos_sin"),
+                    help="how --identify's target is called")
+    group.addoption("--identify-apply", metavar="NAME", default=None,
+                    help="apply(q, k, cos, sin) in the same file, for --identify-protocol cos_sin")
     group.addoption("--plugin", action="append", default=[], metavar="FILE",
                     help="load a Python file that registers encoders (repeatable)")
     group.addoption("--device", default=None, help="device the specs run on: cpu or cuda")
@@ -67,6 +73,7 @@ class Settings:
     hypothesis_profile: str
     perf_compare: Path | None = None  # the saved run to compare with
     perf_gates: tuple = ()
+    identify: tuple[str, str, str | None] | None = None  # (FILE.py:NAME, protocol, apply name)
 
 
 def _value(config, option: str, variable: str | None, default: str) -> tuple[str, str]:
@@ -195,6 +202,19 @@ def _perf_comparison(config) -> tuple[Path | None, tuple]:
         _fail(f"--perf-compare: {error}")
 
 
+def _identify(config):
+    target = config.getoption("identify")
+    if target is None:
+        return None
+    path, _, name = target.rpartition(":")
+    if not path.endswith(".py") or not name.isidentifier() or not Path(path).is_file():
+        _fail(f"--identify takes FILE.py:NAME of an existing file, got {target!r}")
+    protocol, apply = config.getoption("identify_protocol"), config.getoption("identify_apply")
+    if (protocol == "cos_sin") != (apply is not None):
+        _fail("--identify-apply NAME goes with --identify-protocol cos_sin, and only with it")
+    return target, protocol, apply
+
+
 def read(config) -> Settings:
     """Every option and variable, validated; raises ``pytest.UsageError`` on the first bad one."""
     _no_unknown_variables()
@@ -211,5 +231,6 @@ def read(config) -> Settings:
         profile_run_dir=_profile_run_dir(config),
         matrix_dir=_matrix_dir(config),
         hypothesis_profile=hypothesis_profile(config),
+        identify=_identify(config),
         **dict(zip(("perf_compare", "perf_gates"), _perf_comparison(config))),
     )

@@ -35,17 +35,17 @@ import fnmatch
 import inspect
 import signal
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pytest
 import torch
 
-from . import history, isolation, machine, options, parallel, perf_report, registry, reports
+from . import history, identification, isolation, machine, options, parallel, perf_report, registry, reports
 from .claims import CLAIMS, CONTRACT, ClaimViolation, NoClearError
 from .contract import Blocked, Excluded, SpecTimeout, Undecided, contract_problem
 from .matrix import Outcome, build_matrix, render_markdown, render_text, surprise_lines
-from .records import EncoderRecord
+from .records import SPEC_CONFIG, EncoderRecord
 from .running import RunningSpec, drawn_from_traceback, first_line, python_reproducer, reproducer, running, shorten
 
 
@@ -109,8 +109,38 @@ def _load_plugins(files) -> None:
                                     "a plug-in file should only define and register encoders")
 
 
+def _register_identified(settings: options.Settings) -> None:
+    """``--identify FILE.py:NAME``: identify the target and register the record of what it computes."""
+    import importlib.util
+
+    target_spec, protocol, apply_name = settings.identify
+    path, _, name = target_spec.rpartition(":")
+    identified_name = f"identified_{name}"
+    if identified_name in {r.name for r in registry.records()}:
+        return
+    module_spec = importlib.util.spec_from_file_location(f"identified_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+        target = getattr(module, name)
+        apply = getattr(module, apply_name) if apply_name else None
+        probe = target(SPEC_CONFIG.head_dim) if inspect.isclass(target) else target
+        found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim)
+    except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
+        raise pytest.UsageError(f"--identify {target_spec}: {type(error).__name__}: {error}") from None
+    registry.register(replace(identification.identified_record(
+        found, identified_name, identification.build_identified(target, protocol), protocol=protocol, apply=apply,
+        source=f"identified from its outputs: {target_spec}"), origin="identified"))
+    _IDENTIFIED[identified_name] = found.report()
+
+
+_IDENTIFIED: dict[str, str] = {}
+
+
 def _select(settings: options.Settings) -> list[EncoderRecord]:
     _load_plugins(settings.plugins)
+    if settings.identify:
+        _register_identified(settings)
     everything = registry.records()
     names = [r.name for r in everything]
     unknown = [n for n in settings.encoders if not fnmatch.filter(names, n)]
@@ -178,6 +208,9 @@ def pytest_report_header(config):
         f"hypothesis profile {settings.hypothesis_profile}",
         f"posenc: run {state.run_id}, reports in {settings.matrix_dir}",
     ]
+    for name, report in _IDENTIFIED.items():
+        lines.append(f"posenc: {name}, as identified from its outputs:")
+        lines += [f"posenc:   {line}" for line in report.splitlines()]
     libraries = _library_versions()
     if libraries:
         lines.append("posenc: libraries: " + ", ".join(f"{name} {v}" for name, v in libraries.items()))

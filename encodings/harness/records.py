@@ -263,6 +263,7 @@ class EncoderRecord:
     apply: Callable | None = None  # cos_sin protocol: apply(q, k, cos, sin) -> (q', k')
     min_head_dim: int = 2
     head_dim_multiple: int = 2
+    max_head_dim: int | None = None  # a module of one fixed size
     positions: Literal["any", "offset"] = "any"  # "offset": the encoder takes a start offset only
 
     def __post_init__(self):
@@ -319,7 +320,8 @@ class EncoderRecord:
         return self.claims.get(CONTRACT, HOLDS) if claim == CONTRACT else self.claims[claim]
 
     def supports_head_dim(self, head_dim: int) -> bool:
-        return head_dim >= self.min_head_dim and head_dim % self.head_dim_multiple == 0
+        return (head_dim >= self.min_head_dim and head_dim % self.head_dim_multiple == 0
+                and (self.max_head_dim is None or head_dim <= self.max_head_dim))
 
     def applies(self, claim: str) -> bool:
         return self.declared(claim).status != "n/a"

@@ -1,0 +1,431 @@
+"""Identify a RoPE from its outputs: which coordinates pair up, how fast each pair turns, which
+frequency family that is, how much of each head turns, and what scales the result.
+
+A rotation can be read off its outputs: feeding the basis vectors ``e_j`` of one head, every token
+at position ``p``, gives the map's matrix ``M_p`` column by column. Then
+
+* **pairs and layout**: the coordinates ``M_1`` mixes (``(2i, 2i+1)`` interleaved, ``(i, i + r/2)``
+  half-split); an output order that is a fixed permutation at ``p = 0`` is the concatenated layout;
+  coordinates ``M_p`` leaves alone are the unrotated part (partial rotary);
+* **frequencies**: the rate ``M_2 M_1ᵀ`` turns each pair by ``θ_i`` (a rate, so an origin shift
+  does not bias it), matched against the families of :mod:`posenc.encoders.scaling.frequencies`:
+  default ``base^(−2i/r)`` (the base fitted), linear interpolation (the factor fitted), YaRN and
+  Llama 3 at common settings; anything else is "custom", with the measured θ;
+* **scale**: column norms at ``p = 0`` (a constant factor such as YaRN's) and their change with
+  ``p`` (xPos), for q and, where the protocol separates them, k.
+
+Also the angle precision per input dtype (the phase error at position 3001), dependence on
+history (fresh against used copies) and where the target stops answering. :func:`identify`
+returns an :class:`Identification`; :func:`identified_record` turns it into the record the specs
+run against (``pytest specs --identify FILE.py:NAME``); ``python -m posenc identify`` prints both.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+
+from ..encoders.scaling import frequencies as schedules
+from .declarations import rotary_claims
+from .records import EncoderRecord, RotaryGeometry, not_applicable, refuted
+
+#: Where θ is refined (past most tables, inside a trained length of 128) and where length dependence is probed.
+FINE, FAR = 64, 4096
+#: Relative agreement a measured θ needs with a family's to be named after it.
+FAMILY_RTOL = 1e-4
+YARN_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0, 40.0, 64.0) for L in (512, 1024, 2048, 4096, 8192, 32768)]
+LLAMA3_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0) for L in (2048, 4096, 8192, 16384, 32768)]
+
+
+@dataclass
+class Identification:
+    head_dim: int
+    layout: str
+    rotary_dim: int
+    theta: list[float]
+    family: str
+    parameters: dict = field(default_factory=dict)
+    magnitude: float = 1.0
+    scale_by_position: bool = False
+    q_and_k_differ: bool = False
+    notes: list[str] = field(default_factory=list)
+    precision: dict[str, str] = field(default_factory=dict)  # input dtype -> what its phase error says
+    state: str = "not checked"
+    limit: str = "not checked"
+
+    def report(self) -> str:
+        shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
+        lines = [
+            f"layout:          {self.layout} (pairs of the rotated width {self.rotary_dim} of head_dim {self.head_dim})",
+            f"partial rotary:  {self.rotary_dim}/{self.head_dim} rotated"
+            + ("" if self.rotary_dim == self.head_dim else f" ({self.head_dim - self.rotary_dim} unrotated)"),
+            f"frequencies:     {self.family}" + (f" ({shown})" if shown else ""),
+            f"  θ_i measured:  {', '.join(f'{t:.6g}' for t in self.theta[:8])}{' …' if len(self.theta) > 8 else ''}",
+            f"scale:           {self.magnitude:.6g} at position 0"
+            + (", changing with position (xPos-like)" if self.scale_by_position else ", constant in position")
+            + ("; q and k scaled differently" if self.q_and_k_differ else ""),
+        ]
+        lines += [f"angles, {dtype}:{' ' * max(1, 8 - len(dtype))}{said}" for dtype, said in self.precision.items()]
+        lines += [f"state:           {self.state}", f"limits:          {self.limit}"]
+        lines += [f"note:            {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def geometry_code(self) -> str:
+        """The ``RotaryGeometry`` a record should declare, as Python source."""
+        fields = [f"layout={self.layout!r}"]
+        if self.rotary_dim != self.head_dim:
+            fields.append(f"rotary_fraction={self.rotary_dim / self.head_dim:g}")
+        p = self.parameters
+        if self.family == "linear":
+            fields.append(f"scaling_factor={p['factor']:g}, base={p['base']:g}")
+        elif self.family == "default":
+            fields.append(f"base={p['base']:g}")
+        elif self.family in ("yarn", "llama3"):
+            args = ", ".join(f"{k}={v:g}" for k, v in p.items() if k != "base")
+            fields.append(f"frequencies=partial(schedules.{self.family}, {args}), base={p['base']:g}")
+        if abs(self.magnitude - 1) > 1e-6:
+            fields.append(f"magnitude={self.magnitude:.6g}")
+        fields.append("angle_dtype=torch.float32")
+        return f"posenc.RotaryGeometry({', '.join(fields)})"
+
+
+# ---------------------------------------------------------------- calling the target
+
+def caller(target, protocol: str = "single", apply=None, side: str = "q"):
+    """``f(x, positions) -> y`` on ``(1, n, 1, d)`` for any protocol (``side`` picks q or k of a pair)."""
+    index = 0 if side == "q" else 1
+    if protocol == "single":
+        return lambda x, p: target(x, p)
+    if protocol == "pair":
+        return lambda x, p: target(x, x, p[None], p[None])[index]
+    if protocol == "cos_sin":
+        if apply is None:
+            raise ValueError("the cos_sin protocol needs apply(q, k, cos, sin)")
+        return lambda x, p: apply(x, x, *target(x, p[None]))[index]
+    raise ValueError(f"protocol must be single, pair or cos_sin, got {protocol!r}")
+
+
+def probe_matrix(call, head_dim: int, position: int, dtype=torch.float64) -> torch.Tensor:
+    """``M_p`` in float64: column ``j`` is the output for the basis vector ``e_j`` at position ``p``."""
+    basis = torch.eye(head_dim, dtype=dtype)[None, :, None, :]  # (1, d, 1, d): token j carries e_j
+    with torch.no_grad():
+        out = call(basis, torch.full((head_dim,), position, dtype=torch.long))
+    return out.reshape(head_dim, head_dim).T.to(torch.float64)
+
+
+def _probe_dtype(call, head_dim: int) -> torch.dtype:
+    for dtype in (torch.float64, torch.float32):
+        try:
+            probe_matrix(call, head_dim, 1, dtype)
+            return dtype
+        except Exception:  # noqa: BLE001 - a target that refuses float64 is probed in float32
+            continue
+    raise ValueError("the target accepts neither float64 nor float32 input of shape (1, n, 1, head_dim)")
+
+
+# ---------------------------------------------------------------- reading the matrices
+
+def _pairs(rate: torch.Tensor) -> dict[int, int]:
+    """Coordinate -> partner, from the off-diagonal support of a rotation's matrix."""
+    tol = 1e-6 * float(rate.abs().max())
+    partners = {}
+    for j in range(rate.shape[0]):
+        mixed = [i for i in range(rate.shape[0]) if i != j and abs(float(rate[i, j])) > tol]
+        if len(mixed) == 1:
+            partners[j] = mixed[0]
+    return partners
+
+
+def _layout(partners: dict[int, int], m0: torch.Tensor, rotated: int) -> str:
+    firsts = sorted(j for j, i in partners.items() if j < i)
+    if firsts == list(range(0, rotated, 2)) and all(partners[j] == j + 1 for j in firsts):
+        return "interleaved"
+    if firsts == list(range(rotated // 2)) and all(partners[j] == j + rotated // 2 for j in firsts):
+        order = torch.cat((torch.arange(0, rotated, 2), torch.arange(1, rotated, 2)))
+        permuted = torch.zeros_like(m0[:rotated, :rotated])
+        permuted[torch.arange(rotated), order] = 1.0
+        scale = float(m0[:rotated, :rotated].abs().max()) or 1.0
+        return "concatenated" if torch.allclose(m0[:rotated, :rotated] / scale, permuted, atol=1e-4) else "half_split"
+    return "other"
+
+
+def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None) -> tuple[str, dict, list[str]]:
+    pairs = len(theta)
+    notes = []
+    if pairs < 2:
+        return "custom", {}, ["one pair: θ_0 alone cannot tell a family"]
+    i = torch.arange(pairs, dtype=torch.float64)
+
+    def close(expected):
+        return bool(torch.allclose(theta, torch.as_tensor(expected, dtype=torch.float64), rtol=FAMILY_RTOL, atol=0))
+
+    def roundest(value, fits):
+        """The value with the fewest significant digits that still fits (a fitted 500001 is 500000)."""
+        return next((c for c in (float(f"{value:.{d}g}") for d in range(1, 9)) if fits(c)), value)
+
+    factor = 1.0 / float(theta[0])
+    base = float(theta[1] * factor) ** (-rotary_dim / 2.0)
+    if close(base ** (-2 * i / rotary_dim) / factor):
+        fitted = base
+        factor = roundest(factor, lambda f: close(base ** (-2 * i / rotary_dim) / f))
+        base = roundest(base, lambda b: close(b ** (-2 * i / rotary_dim) / factor))
+        if abs(factor - 1) < FAMILY_RTOL:
+            if nominal_base and abs(base / nominal_base - 1) > FAMILY_RTOL and rotary_dim > 2:
+                s = (fitted / nominal_base) ** ((rotary_dim - 2) / rotary_dim)
+                notes.append(f"against the nominal base {nominal_base:g}: NTK-aware with factor {s:.6g}")
+            return "default", {"base": base}, notes
+        return "linear", {"factor": factor, "base": base}, notes
+    kept = float(theta[1]) ** (-rotary_dim / 2.0)  # YaRN and Llama 3 keep the fastest pairs
+    kept = roundest(kept, lambda b: abs(b ** (-2 / rotary_dim) / float(theta[1]) - 1) < FAMILY_RTOL)
+    bases = [b for b in (nominal_base, kept) if b]
+    for b in bases:
+        for s, original in YARN_GRID:
+            if close(schedules.yarn(rotary_dim, b, factor=s, original_max_position=original)):
+                return "yarn", {"factor": s, "original_max_position": original, "base": b}, notes
+        for s, original in LLAMA3_GRID:
+            if close(schedules.llama3(rotary_dim, b, factor=s, low_freq_factor=1.0, high_freq_factor=4.0,
+                                      original_max_position=original)):
+                return "llama3", {"factor": s, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                  "original_max_position": original, "base": b}, notes
+    for dtype in (torch.bfloat16, torch.float16):
+        rounded = (nominal_base or 10000.0) ** (-2 * i / rotary_dim)
+        if close(rounded.to(dtype).to(torch.float64)):
+            return "custom", {}, [f"θ is base^(−2i/d) rounded to {str(dtype).removeprefix('torch.')}: the "
+                                  "frequencies are stored or formed in half precision"]
+    return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"]
+
+
+def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16,
+             base: float | None = None) -> Identification:
+    """Read the geometry of ``target`` (see the module docstring)."""
+    try:
+        fresh = copy.deepcopy(target)  # before any probe, for the history check
+    except Exception:  # noqa: BLE001 - some compiled modules cannot be copied
+        fresh = None
+    q_call = caller(target, protocol, apply, "q")
+    dtype = _probe_dtype(q_call, head_dim)
+    m = {p: probe_matrix(q_call, head_dim, p, dtype) for p in (0, 1, 2, FINE)}
+    rate = m[2] @ m[1].T
+    partners = _pairs(m[FINE] @ m[0].T)  # the slowest pairs have turned visibly by FINE
+    rotated = len(partners)
+    unrotated = [j for j in range(head_dim) if j not in partners]
+    notes = []
+    if rotated % 2 or any(j < rotated for j in unrotated):
+        notes.append(f"the rotated coordinates are not the first ones of the head: {sorted(partners)}")
+    layout = _layout(partners, m[0], rotated)
+    firsts = sorted(j for j, i in partners.items() if j < i)
+    coarse = [math.atan2(float(rate[partners[a], a]), float(rate[a, a])) for a in firsts]
+    # Refined at FINE: θ = (φ + 2πk) / FINE, k from the coarse rate (one fp32 rounding of FINE·θ, not of θ).
+    turned = m[FINE] @ m[0].T
+    theta = torch.tensor([(phase + 2 * math.pi * round((FINE * c - phase) / (2 * math.pi))) / FINE
+                          for c, phase in ((c, math.atan2(float(turned[partners[a], a]), float(turned[a, a])))
+                                           for c, a in zip(coarse, firsts, strict=True))], dtype=torch.float64)
+    try:
+        far = probe_matrix(q_call, head_dim, FAR + 1, dtype) @ probe_matrix(q_call, head_dim, FAR, dtype).T
+    except Exception as error:  # noqa: BLE001 - a target that stops before FAR is reported, not fatal
+        far = None
+        notes.append(f"position {FAR} could not be probed: {type(error).__name__}: {str(error)[:80]}")
+    far_theta = [math.atan2(float(far[partners[a], a]), float(far[a, a])) for a in firsts] if far is not None \
+        else coarse
+    if far is not None and abs(far_theta[0]) < 1e-3 * abs(coarse[0]):
+        notes.append(f"positions {FAR} and {FAR + 1} give one rotation: positions are rounded before the angles are "
+                     "formed (bf16 holds integers exactly only to 256, fp16 to 2048)")
+    elif any(abs(f - c) > 1e-3 * max(abs(c), 1e-12) + 1e-6 for f, c in zip(far_theta, coarse, strict=True)):
+        notes.append(f"θ at position {FAR} differs from θ near 0: it depends on the position or the call's length "
+                     "(dynamic NTK, LongRoPE), declare a length-dependent schedule")
+    family, parameters, fit_notes = _fit_family(theta, rotated, base)
+    norms = {p: m[p][:, :rotated].norm(dim=0) for p in m}
+    magnitude = float(norms[0].mean())
+    by_position = not torch.allclose(norms[64], norms[0], rtol=1e-4)
+    differ = False
+    if protocol != "single":
+        k_matrix = probe_matrix(caller(target, protocol, apply, "k"), head_dim, 64, dtype)
+        differ = not torch.allclose(k_matrix, m[64], rtol=1e-4, atol=1e-6)
+    if dtype != torch.float64:
+        notes.append("probed in float32: the target refuses float64 input")
+    length_dependent = any("depends on the position" in note for note in notes)
+    found = Identification(head_dim, layout, rotated, theta.tolist(), family, parameters, magnitude, by_position,
+                           differ, notes + fit_notes)
+    if not length_dependent:
+        found.precision = _angle_precision(q_call, head_dim, partners, firsts, theta)
+        if protocol == "single":
+            found.notes += _offset_path(target, head_dim)
+    found.state = _state(fresh, protocol, apply, head_dim)
+    found.limit = _limit(q_call, head_dim)
+    return found
+
+
+#: A position past fp16's (2048) and bf16's (256) exact integers, where angles formed in them go wrong.
+PRECISION_POSITION = 3001
+#: A phase error this many times the dtype's rounding means the angles, not the outputs, were rounded.
+ANGLE_ROUNDING = 50
+
+
+def _angle_precision(call, head_dim, partners, firsts, theta) -> dict[str, str]:
+    said = {}
+    expected = PRECISION_POSITION * theta
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        name = str(dtype).removeprefix("torch.")
+        try:
+            matrix = probe_matrix(call, head_dim, PRECISION_POSITION, dtype)
+        except Exception as error:  # noqa: BLE001 - report what the dtype does
+            said[name] = f"refused: {type(error).__name__}: {str(error)[:80]}"
+            continue
+        phases = torch.tensor([math.atan2(float(matrix[partners[a], a]), float(matrix[a, a])) for a in firsts],
+                              dtype=torch.float64)
+        error = float(torch.remainder(phases - expected + math.pi, 2 * math.pi).sub(math.pi).abs().max())
+        # fp32 angles carry ~2^-21·p rad (θ from an fp32 pow, p·θ rounded); outputs carry the dtype's rounding.
+        allowed = max(ANGLE_ROUNDING * torch.finfo(dtype).eps, PRECISION_POSITION * 2.0**-21)
+        where = "in the input's dtype (rounded positions or angles)" if error > allowed else "in fp32 or wider"
+        said[name] = f"phase error {error:.2e} rad at position {PRECISION_POSITION}: angles formed {where}"
+    return said
+
+
+#: Histories a used copy goes through before the probe: (length, dtype) of one call each.
+HISTORIES = ((300, torch.bfloat16), (129, torch.float32), (4097, torch.float32))
+
+
+def _state(fresh, protocol, apply, head_dim) -> str:
+    """Fresh against used: the same fp32 probe (positions 0 … 259) after each history, on its own copy."""
+    if fresh is None:
+        return "not checked (the target cannot be copied)"
+    x = torch.randn(1, 260, 1, head_dim, generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(260)
+    with torch.no_grad():
+        try:
+            before = caller(copy.deepcopy(fresh), protocol, apply, "q")(x, positions).double()
+        except Exception as error:  # noqa: BLE001 - a target that stops before 260 positions
+            return f"not checked: a call of 260 positions raised {type(error).__name__}: {str(error)[:80]}"
+        for length, dtype in HISTORIES:
+            used = caller(copy.deepcopy(fresh), protocol, apply, "q")
+            what = f"a {str(dtype).removeprefix('torch.')} call of {length} positions"
+            try:
+                used(torch.zeros(1, length, 1, head_dim, dtype=dtype), torch.arange(length))
+                after = used(x, positions).double()
+            except Exception as error:  # noqa: BLE001 - a history the target refuses is reported
+                return f"after {what}: {type(error).__name__}: {str(error)[:80]}"
+            change = float((after - before).abs().max())
+            if change > 1e-5 * float(before.abs().max()):
+                return (f"output depends on history: positions 0 … 259 change by {change:.3g} after {what} "
+                        "(a cache keyed by neither dtype nor length, or a schedule kept from a longer call)")
+    return "no dependence on history seen (" + ", ".join(f"{n} in {str(d).removeprefix('torch.')}"
+                                                        for n, d in HISTORIES) + ")"
+
+
+def _offset_path(target, head_dim) -> list[str]:
+    """A single-tensor target that takes ``offset=`` too: does the offset path give the explicit result?"""
+    notes = []
+    for dtype in (torch.bfloat16, torch.float16):
+        x = torch.randn(1, 4, 1, head_dim, generator=torch.Generator().manual_seed(2)).to(dtype)
+        try:
+            with torch.no_grad():
+                by_offset = target(x, None, offset=PRECISION_POSITION).double()
+                explicit = target(x, torch.arange(PRECISION_POSITION, PRECISION_POSITION + 4)).double()
+        except Exception:  # noqa: BLE001 - no offset path to compare
+            return notes
+        change = float((by_offset - explicit).abs().max())
+        if change > 8 * torch.finfo(dtype).eps * float(explicit.abs().max()):
+            notes.append(f"the offset path differs from explicit positions in {str(dtype).removeprefix('torch.')} "
+                         f"by {change:.3g} at offset {PRECISION_POSITION}: positions formed in the input's dtype there")
+    return notes
+
+
+def _limit(call, head_dim) -> str:
+    x = torch.randn(1, 1, 1, head_dim, generator=torch.Generator().manual_seed(1))
+    for exponent in range(8, 25, 2):
+        position = 2**exponent + 1
+        try:
+            with torch.no_grad():
+                y = call(x, torch.tensor([position]))
+        except Exception as error:  # noqa: BLE001 - where it stops is the finding
+            return f"raises at position {position}: {type(error).__name__}: {str(error)[:100]}"
+        if not bool(torch.isfinite(y).all()):
+            return f"non-finite output at position {position}, without an error"
+    return f"answers up to position {2**24 + 1} (2^24 + 1)"
+
+
+# ---------------------------------------------------------------- the record of an identified RoPE
+
+def identified_geometry(found: Identification) -> RotaryGeometry:
+    """The geometry the identification measured (θ of a custom family as measured, in float64)."""
+    fields = {"layout": found.layout if found.layout != "other" else "interleaved",
+              "rotary_fraction": found.rotary_dim / found.head_dim, "magnitude": found.magnitude,
+              "angle_dtype": torch.float32}
+    p = found.parameters
+    if found.family == "default":
+        fields["base"] = p["base"]
+    elif found.family == "linear":
+        fields.update(base=p["base"], scaling_factor=p["factor"])
+    elif found.family == "yarn":
+        fields.update(base=p["base"], frequencies=partial(schedules.yarn, factor=p["factor"],
+                                                          original_max_position=p["original_max_position"]))
+    elif found.family == "llama3":
+        fields.update(base=p["base"], frequencies=partial(
+            schedules.llama3, factor=p["factor"], low_freq_factor=p["low_freq_factor"],
+            high_freq_factor=p["high_freq_factor"], original_max_position=p["original_max_position"]))
+    else:
+        measured = torch.tensor(found.theta, dtype=torch.float64)
+        fields["frequencies"] = lambda rotary_dim, base, measured=measured: measured
+    return RotaryGeometry(**fields)
+
+
+def identified_record(found: Identification, name: str, build, *, protocol: str = "single", apply=None,
+                      source: str = "identified from its outputs") -> EncoderRecord:
+    """A record whose geometry and declarations come from the identification: every rotary claim
+    holds, except what the measurements say the design changes (the formula's θ, its layout, a
+    scale). The target's size and base are fixed, so ROPE-2's check at other bases is n/a and
+    only its own head_dim is run."""
+    overrides = {"ROPE-2": not_applicable("an identified target has a fixed base and head_dim; identify reports "
+                                          "its θ")}
+    if found.layout != "interleaved":
+        overrides["ROPE-13"] = refuted(f"identified layout {found.layout}: a permutation of the formula's "
+                                       "coordinates", specs=("test_output_equals_formula_elementwise",))
+    if abs(found.magnitude - 1) > 1e-5 or found.scale_by_position:
+        overrides["ROPE-3"] = refuted("identified scale: the rotated features are scaled")
+    overrides["PATH-1"] = not_applicable("the identified target takes explicit positions; an offset is translated")
+    return EncoderRecord(
+        name=name, build=build, kind="rotary", protocol=protocol, apply=apply, source=source,
+        geometry=identified_geometry(found), claims=rotary_claims(overrides),
+        description=f"identified: {found.layout}, {found.family}", min_head_dim=found.head_dim,
+        max_head_dim=found.head_dim)
+
+
+class _Positions(torch.nn.Module):
+    """A single-tensor target ``f(x, positions)`` as the specs call it: an offset becomes positions."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+
+    def forward(self, x, positions=None, offset=0):
+        if positions is None:
+            positions = torch.arange(offset, offset + x.shape[1], device=x.device)
+        return self.target(x, positions)
+
+
+def build_identified(target, protocol: str):
+    """A build for the record of ``target``: a class is built at each head_dim, an instance copied,
+    a function wrapped; single-tensor targets take explicit positions."""
+    import inspect
+
+    def build(config):
+        made = target(config.head_dim) if inspect.isclass(target) else copy.deepcopy(target)
+        made = made if isinstance(made, torch.nn.Module) or protocol != "single" else made
+        return _Positions(made).to(config.device) if protocol == "single" else _Module(made).to(config.device)
+
+    return build
+
+
+class _Module(torch.nn.Module):
+    """A pair or cos/sin target that may be a bare function."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+
+    def forward(self, *args):
+        return self.target(*args)
