@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from posenc.ecosystem import support
 
@@ -97,3 +98,56 @@ def test_positions_in_the_input_dtype_fail_in_half_precision_only(ecosystem_run)
         if o["encoder"] in ("ret_rope", "ret_interpolate") and o["claim"] in _HALF_PRECISION_POSITIONS | {"ROPE-14"} \
                 and o["state"] == "unexpectedly failing":
             assert o["test_id"].endswith(("-bfloat16]", "-float16]")), o["test_id"]
+
+
+@pytest.mark.parametrize("rope_type, family, parameters", [
+    ("default", "default", {"base": 10000.0}),
+    ("linear", "linear", {"factor": 4.0, "base": 10000.0}),
+    ("yarn", "yarn", {"factor": 4.0, "original_max_position": 2048, "base": 10000.0}),
+    ("llama3", "llama3", {"factor": 8.0, "original_max_position": 8192, "base": 10000.0}),
+])
+def test_identify_names_transformers_rope_types_from_the_raw_library_functions(rope_type, family, parameters):
+    """No record: the library's own module and apply function, identified from their outputs."""
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    from posenc.ecosystem.transformers_rope import _parameters
+    from posenc.harness.identification import identify
+    from posenc.harness.records import SPEC_CONFIG
+
+    rope_parameters, max_positions = _parameters(rope_type, SPEC_CONFIG)
+    config = LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=max_positions,
+                         rope_parameters=rope_parameters)
+    found = identify(LlamaRotaryEmbedding(config), protocol="cos_sin", head_dim=16,
+                     apply=lambda q, k, cos, sin: apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2))
+    assert (found.layout, found.family) == ("half_split", family), found.report()
+    for key, value in parameters.items():
+        assert found.parameters[key] == pytest.approx(value, rel=1e-6), found.report()
+
+
+def test_identify_reads_torchtune_and_x_transformers_raw():
+    for library in ("torchtune", "x-transformers"):
+        if not support.available(library):
+            pytest.skip(f"{library} is not installed: {support.INSTALL_HINT}")
+    from torchtune.modules import RotaryPositionalEmbeddings
+    from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
+
+    from posenc.harness.identification import identify
+
+    torchtune_rope = RotaryPositionalEmbeddings(16, max_seq_len=8192)
+    found = identify(lambda x, p: torchtune_rope(x, input_pos=p), head_dim=16)
+    assert (found.layout, found.family, found.parameters["base"]) == ("interleaved", "default", 10000.0), found.report()
+    assert found.limit.startswith("raises at position 8193: IndexError"), found.limit
+
+    xtf = RotaryEmbedding(16)
+
+    def pair(q, k, m, n):
+        freqs, _ = xtf(torch.cat((m, n), dim=-1))
+        half = q.shape[1]
+        return (apply_rotary_pos_emb(q.transpose(1, 2), freqs[:, :half]).transpose(1, 2),
+                apply_rotary_pos_emb(k.transpose(1, 2), freqs[:, half:]).transpose(1, 2))
+
+    found = identify(pair, protocol="pair", head_dim=16)
+    assert (found.layout, found.family, found.parameters["base"]) == ("interleaved", "default", 10000.0), found.report()

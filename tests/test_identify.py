@@ -90,6 +90,12 @@ def test_the_command_line_prints_a_report_and_a_geometry(tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "layout:          half_split" in shown.stdout and "linear (factor=2, base=10000)" in shown.stdout
     assert "geometry=posenc.RotaryGeometry(layout='half_split', scaling_factor=2, base=10000" in shown.stdout
+    code = shown.stdout[shown.stdout.index("# save as a plug-in"):shown.stdout.index("\n))\n") + 3]
+    plugin = tmp_path / "identified_plugin.py"
+    plugin.write_text(code)
+    loaded = subprocess.run([sys.executable, "-c", f"import posenc; print(posenc.load_plugin({str(plugin)!r}))"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0 and "EncoderRecord('rope')" in loaded.stdout, loaded.stderr[-2000:]
 
 
 

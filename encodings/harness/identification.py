@@ -336,7 +336,7 @@ def _offset_path(target, head_dim) -> list[str]:
 
 def _limit(call, head_dim) -> str:
     x = torch.randn(1, 1, 1, head_dim, generator=torch.Generator().manual_seed(1))
-    for exponent in range(8, 25, 2):
+    for exponent in range(8, 25):
         position = 2**exponent + 1
         try:
             with torch.no_grad():
@@ -394,7 +394,7 @@ def identified_record(found: Identification, name: str, build, *, protocol: str 
         max_head_dim=found.head_dim)
 
 
-class _Positions(torch.nn.Module):
+class PositionsOnly(torch.nn.Module):
     """A single-tensor target ``f(x, positions)`` as the specs call it: an offset becomes positions."""
 
     def __init__(self, target):
@@ -415,7 +415,7 @@ def build_identified(target, protocol: str):
     def build(config):
         made = target(config.head_dim) if inspect.isclass(target) else copy.deepcopy(target)
         made = made if isinstance(made, torch.nn.Module) or protocol != "single" else made
-        return _Positions(made).to(config.device) if protocol == "single" else _Module(made).to(config.device)
+        return PositionsOnly(made).to(config.device) if protocol == "single" else _Module(made).to(config.device)
 
     return build
 

@@ -14,7 +14,8 @@ import inspect
 import sys
 from pathlib import Path
 
-from ..harness.identification import identify
+from ..harness.declarations import rotary_claims
+from ..harness.identification import identified_record, identify
 
 # ---------------------------------------------------------------- command line
 
@@ -28,6 +29,31 @@ def _load(spec: str):
     return module, getattr(module, name)
 
 
+def record_code(found, args) -> str:
+    """A plug-in file that registers the identified RoPE: save it and pass it to ``--plugin``."""
+    path, _, name = args.target.rpartition(":")
+    record = identified_record(found, name, build=None, protocol=args.protocol)
+    overrides = {claim: declared for claim, declared in record.claims.items()
+                 if declared != rotary_claims()[claim]}
+    shown = ",\n".join(f"        {claim!r}: posenc.{'refuted' if d.status == 'refuted' else 'not_applicable'}"
+                        f"({d.reason!r}" + (f", specs={d.specs!r}" if d.specs else "") + ")"
+                        for claim, d in overrides.items())
+    wrap = "lambda c: PositionsOnly(target)" if args.protocol == "single" else "lambda c: target"
+    return (f"# save as a plug-in file and run: pytest specs --plugin FILE --encoders {name}\n"
+            "import torch\nfrom functools import partial\n\nimport posenc\n"
+            "from posenc.encoders.scaling import frequencies as schedules\n"
+            "from posenc.harness.identification import PositionsOnly\n\n"
+            f"target = __import__('runpy').run_path({path!r})[{name!r}]"
+            + (f"({found.head_dim})" if args.class_target else "") + "\n"
+            + (f"apply = __import__('runpy').run_path({path!r})[{args.apply!r}]\n" if args.apply else "")
+            + f"\nposenc.register(posenc.EncoderRecord(\n    name={name!r}, build={wrap}, kind='rotary',"
+            f" protocol={args.protocol!r},\n"
+            + ("    apply=apply,\n" if args.apply else "")
+            + f"    source={args.target!r},\n    geometry={found.geometry_code()},\n"
+            f"    claims=posenc.rotary_claims({{\n{shown}\n    }}),\n    min_head_dim={found.head_dim}, "
+            f"max_head_dim={found.head_dim},\n))")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m posenc identify", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", help="FILE.py:NAME, a module class or instance or a function")
@@ -37,12 +63,13 @@ def main(argv=None) -> int:
     parser.add_argument("--base", type=float, help="the nominal base, to name an NTK-aware factor")
     args = parser.parse_args(argv)
     module, target = _load(args.target)
-    if inspect.isclass(target):
+    args.class_target = inspect.isclass(target)
+    if args.class_target:
         target = target(args.head_dim)
     apply = getattr(module, args.apply) if args.apply else None
     found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base)
     print(found.report())
-    print("\ndeclare it as:\n    geometry=" + found.geometry_code())
+    print("\n" + record_code(found, args))
     print(f"\nor run every spec against the identified geometry:\n    pytest specs --identify {args.target}"
           + (f" --identify-protocol {args.protocol}" if args.protocol != "single" else "")
           + (f" --identify-apply {args.apply}" if args.apply else ""))
