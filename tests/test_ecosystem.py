@@ -151,3 +151,22 @@ def test_identify_reads_torchtune_and_x_transformers_raw():
 
     found = identify(pair, protocol="pair", head_dim=16)
     assert (found.layout, found.family, found.parameters["base"]) == ("interleaved", "default", 10000.0), found.report()
+
+
+def test_identify_reads_rotary_embedding_torch_raw_and_names_its_bf16_positions():
+    if not support.available("rotary-embedding-torch"):
+        pytest.skip(f"rotary-embedding-torch is not installed: {support.INSTALL_HINT}")
+    from rotary_embedding_torch import RotaryEmbedding
+
+    from posenc.harness.identification import identify
+
+    rope = RotaryEmbedding(16, seq_before_head_dim=True)
+
+    def at_positions(x, positions):  # the library takes an offset: one call per token
+        return torch.cat([rope.rotate_queries_or_keys(x[:, j : j + 1], offset=int(p))
+                          for j, p in enumerate(positions.reshape(-1).tolist())], dim=1)
+
+    found = identify(at_positions, head_dim=16)
+    assert (found.layout, found.family, found.parameters["base"]) == ("interleaved", "default", 10000.0), found.report()
+    assert "input's dtype" in found.precision["bfloat16"] and "fp32 or wider" in found.precision["float32"], \
+        found.precision
