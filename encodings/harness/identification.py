@@ -410,11 +410,8 @@ class PositionsOnly(torch.nn.Module):
 def build_identified(target, protocol: str):
     """A build for the record of ``target``: a class is built at each head_dim, an instance copied,
     a function wrapped; single-tensor targets take explicit positions."""
-    import inspect
-
     def build(config):
-        made = target(config.head_dim) if inspect.isclass(target) else copy.deepcopy(target)
-        made = made if isinstance(made, torch.nn.Module) or protocol != "single" else made
+        made = target(config.head_dim) if isinstance(target, type) else copy.deepcopy(target)
         return PositionsOnly(made).to(config.device) if protocol == "single" else _Module(made).to(config.device)
 
     return build

@@ -30,6 +30,17 @@ def _positions(x: torch.Tensor, positions, offset) -> torch.Tensor:
     return positions
 
 
+def _call_ending_at(call, x, positions, last: int):
+    """``call(x, positions)`` as a call whose largest position is ``last``: a zero token at ``last`` is
+    appended and its output dropped (one output tensor, or a tuple such as cos and sin)."""
+    if int(positions.max()) == last:
+        return call(x, positions)
+    p = positions if positions.dim() == 2 else positions[None]
+    p = torch.cat((p, torch.full((p.shape[0], 1), last, dtype=p.dtype, device=p.device)), dim=1)
+    out = call(torch.cat((x, torch.zeros_like(x[:, :1])), dim=1), p if positions.dim() == 2 else p[0])
+    return tuple(t[:, :-1] for t in out) if isinstance(out, tuple) else out[:, :-1]
+
+
 class ProtocolSubject(nn.Module):
     """A ``pair`` or ``cos_sin`` encoder seen as ``f(x, positions=None, offset=0)`` (q's side), with
     :meth:`pair` for q and k. The library's module is a submodule, so ``parameters()``, buffers and
@@ -47,16 +58,9 @@ class ProtocolSubject(nn.Module):
             return self.record.apply(q, k, cos, sin)
         # Two tables, for calls of one length (see encode_pair): a stateful library sees no change of length.
         last = int(max(q_positions.max(), k_positions.max()))
-        q_cos, q_sin = self._tables(q, q_positions, last)
-        k_cos, k_sin = self._tables(k, k_positions, last)
+        q_cos, q_sin = _call_ending_at(self.library, q, q_positions, last)
+        k_cos, k_sin = _call_ending_at(self.library, k, k_positions, last)
         return self.record.apply(q, q, q_cos, q_sin)[0], self.record.apply(k, k, k_cos, k_sin)[1]
-
-    def _tables(self, x, positions, last):
-        if int(positions.max()) == last:
-            return self.library(x, positions)
-        padded = torch.cat((positions, torch.full_like(positions[:, :1], last)), dim=1)
-        cos, sin = self.library(torch.cat((x, torch.zeros_like(x[:, :1])), dim=1), padded)
-        return cos[:, :-1], sin[:, :-1]
 
     def forward(self, x, positions=None, offset=0):
         p = _positions(x, positions, offset)
@@ -110,16 +114,7 @@ def encode_pair(module: nn.Module, q, k, q_positions=None, k_positions=None, *, 
             q_positions.numel() == 0 or k_positions.numel() == 0:
         return module(q, q_positions, offset=q_offset), module(k, k_positions, offset=k_offset)
     last = int(max(q_positions.max(), k_positions.max()))
-
-    def padded_call(x, positions):
-        if int(positions.max()) == last:
-            return module(x, positions)
-        p = positions if positions.dim() == 2 else positions[None]
-        p = torch.cat((p, torch.full((p.shape[0], 1), last, dtype=p.dtype, device=p.device)), dim=1)
-        extra = torch.zeros_like(x[:, :1])
-        return module(torch.cat((x, extra), dim=1), p if positions.dim() == 2 else p[0])[:, :-1]
-
-    return padded_call(q, q_positions), padded_call(k, k_positions)
+    return _call_ending_at(module, q, q_positions, last), _call_ending_at(module, k, k_positions, last)
 
 
 def build_subject(record: EncoderRecord, **config) -> nn.Module:

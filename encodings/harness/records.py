@@ -191,10 +191,6 @@ class RotaryGeometry:
             factor = factor * torch.as_tensor(self.position_scale(p, rotary_dim, side, **extra), dtype=torch.float64)
         return factor
 
-    @property
-    def preserves_norm(self) -> bool:
-        return self.magnitude == 1.0 and self.position_scale is None
-
     def rotary_dim(self, head_dim: int) -> int:
         """Rotated features of a head: ``rotary_fraction · head_dim``, rounded down to even, at least 2."""
         return max(2, int(head_dim * self.rotary_fraction) // 2 * 2)
