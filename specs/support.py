@@ -56,8 +56,21 @@ def as_heads(t: torch.Tensor, cfg: BuildConfig = SPEC_CONFIG) -> torch.Tensor:
 
 
 def position_cap(record: EncoderRecord, wanted: int, cfg: BuildConfig = SPEC_CONFIG) -> int:
-    """The largest position a spec may use: a learned table stops at ``max_len - 1``."""
+    """The largest position a spec may use: a learned table stops at ``max_len - 1``, a fixed cache
+    (``record.max_position``) at its last row."""
+    if record.max_position is not None:
+        wanted = min(wanted, record.max_position - 1)
     return min(wanted, cfg.max_len - 1) if record.table_limited else wanted
+
+
+def answered(what: str, call):
+    """``call()``, where the claim says the encoder answers: an error is a violation of the claim."""
+    try:
+        return call()
+    except ClaimViolation:
+        raise
+    except Exception as error:  # noqa: BLE001 - the claim says it answers; any error refutes it
+        violated(f"{what}: raised {type(error).__name__}", message=shorten(str(error)))
 
 
 def heads_config(head_dim: int, n_heads: int = 2, **overrides) -> dict:

@@ -1,11 +1,11 @@
 """Absolute encodings.
 
 * ABS-3 (000 §2.2): ``pe[p, 2i] = sin(p θ_i)``, ``pe[p, 2i+1] = cos(p θ_i)``, deterministic, no
-  trainable parameters, values in [−1, 1].
-* ABS-5 (000 §1): absolute encodings express relative position poorly. For the sinusoidal table
-  ``pe[m]·pe[n]`` depends only on ``m − n`` and ``pe[p+k] = M_k pe[p]`` for one matrix ``M_k``
-  (fitted by least squares over all ``p``), yet logits ``⟨W_q(x_m + pe_m), W_k(x_n + pe_n)⟩``
-  change when every position shifts. A learned table has none of the relative structure.
+  trainable parameters, values in [−1, 1]; and what the formula implies: ``pe[m]·pe[n]`` depends
+  only on ``m − n``, ``pe[p+k] = M_k pe[p]`` for one matrix ``M_k`` (least squares over all ``p``).
+* ABS-5 (000 §1): absolute encodings express relative position poorly ("hard to model the
+  distance between tokens directly"). Observable: logits ``⟨W_q(x_m + pe_m), W_k(x_n + pe_n)⟩``
+  change when every position shifts, for the learnable and the sinusoidal table alike.
 * ABS-6 (000 §1, §2.2 table): the learnable table's bytes grow linearly with ``max_len``; the
   sinusoidal encoding stores nothing that grows with length.
 """
@@ -48,7 +48,7 @@ def test_sinusoidal_formula_and_bounds(record, dtype, positions):
         s.violated("has trainable parameters", observed=trainable, expected=0)
 
 
-@pytest.mark.claim("ABS-5", kinds=ADDITIVE)
+@pytest.mark.claim("ABS-3", kinds=ADDITIVE)
 @given(m=st.integers(0, 60), n=st.integers(0, 60), shift=st.integers(1, 60))
 @example(m=3, n=10, shift=17)
 def test_sinusoidal_dot_product_depends_only_on_offset(record, m, n, shift):
@@ -61,7 +61,7 @@ def test_sinusoidal_dot_product_depends_only_on_offset(record, m, n, shift):
                      what=f"pe[m]·pe[n] changed under a common shift of {shift}")
 
 
-@pytest.mark.claim("ABS-5", kinds=ADDITIVE)
+@pytest.mark.claim("ABS-3", kinds=ADDITIVE)
 @given(k=st.integers(1, 20))
 @example(k=1)
 def test_sinusoidal_shift_is_a_fixed_linear_map(record, k):

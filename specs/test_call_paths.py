@@ -28,7 +28,7 @@ DECODE_LENGTHS = (s.SPEC_CONFIG.max_len + 2, 300)
 CAST_OFFSET = 3000
 
 
-@pytest.mark.claim("PATH-1", kinds=("rotary",), requires=lambda r: r.protocol == "single")
+@pytest.mark.claim("PATH-1", kinds=("rotary",), requires=lambda r: r.protocol == "single" and r.positions != "none")
 def test_offset_path_equals_explicit_positions(record, dtype, device):
     module = s.build(record, dtype, device)
     x = s.randn(s.input_shape(record, 2, SEQ), seed=3, dtype=dtype, device=device)

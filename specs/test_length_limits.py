@@ -26,6 +26,8 @@ from specs import support as s
 
 @pytest.mark.claim("ABS-2", kinds=("additive", "rotary"))
 def test_positions_past_the_table_raise(record):
+    """000 §2.1: past ``max_len`` the table "either raises or uses invalid encodings". Observable: an
+    error (any: how clearly it names the limit is the contract row's business), never an answer."""
     module = s.build(record)
     cfg = s.SPEC_CONFIG
     x = s.randn(s.input_shape(record, 1, 4), seed=0)
@@ -33,16 +35,13 @@ def test_positions_past_the_table_raise(record):
     module(x, last)  # the last row is valid
     for what, call in (
         (f"position {cfg.max_len}", lambda: module(x, torch.tensor([0, 1, 2, cfg.max_len]))),
-        (f"offset {cfg.max_len - 2} with 4 tokens", lambda: module(x, None, offset=cfg.max_len - 2)),
+        (f"offset {cfg.max_len - 3} with 4 tokens", lambda: module(x, None, offset=cfg.max_len - 3)),
     ):
         try:
             out = call()
-        except Exception as error:  # noqa: BLE001 - the message is judged, not the exception's type
-            if not any(word in str(error).lower() for word in s.LIMIT_WORDS):
-                s.violated(f"{what}: the {type(error).__name__} does not name the limit",
-                           message=s.shorten(str(error)), expected_words=s.LIMIT_WORDS)
+        except Exception:  # noqa: BLE001 - any error stops the table; the contract judges its message
             continue
-        s.violated(f"{what}: no error past max_len={cfg.max_len}, returned silent garbage",
+        s.violated(f"{what}: no error past max_len={cfg.max_len}, returned an answer",
                    returned_shape=tuple(out.shape))
 
 
@@ -98,7 +97,7 @@ def _history_calls(record, dtype, device):
 
     cap = s.position_cap(record, 2 * L) + 1  # a table stops at max_len
     calls = [(f"a call of {n} positions", call(n)) for n in (L - 1, L, L + 1, 2 * L) if n <= cap]
-    if not record.table_limited:
+    if not record.table_limited and HISTORY_PROBE_SEQ <= s.position_cap(record, HISTORY_PROBE_SEQ - 1) + 1:
         calls.append((f"a call of {HISTORY_PROBE_SEQ} positions (batch 1, one head)",
                       call(HISTORY_PROBE_SEQ, batch=1, heads=1)))
     if torch.bfloat16 in record.dtypes and dtype != torch.bfloat16:
@@ -116,7 +115,11 @@ def _probes(record, device):
     probes = [(f"a call of length {n}", torch.arange(n, device=device)) for n in (L - 1, L, L + 1)]
     if not record.table_limited:
         probes.append(("3 positions from 2·max_len", torch.arange(2 * L, 2 * L + 3, device=device)))
-    return [(label, p) for label, p in probes if int(p.max()) <= s.position_cap(record, int(p.max()))]
+    probes = [(label, p) for label, p in probes if int(p.max()) <= s.position_cap(record, int(p.max()))]
+    if record.max_position is not None:  # ROPE-9 says "also past the cached length"
+        end = record.max_position
+        probes.append((f"a call of length {end + 1}, one past the {end}-row cache", torch.arange(end + 1, device=device)))
+    return probes
 
 
 @pytest.mark.claim("ROPE-9", kinds=("rotary",))
@@ -125,12 +128,12 @@ def test_used_module_gives_the_fresh_result(record, dtype, device):
     for probe, positions in _probes(record, device):
         x = s.randn(s.input_shape(record, 1, len(positions)), seed=len(positions), dtype=dtype, device=device)
         with torch.no_grad():
-            fresh = s.build(record, dtype, device)(x, positions).to(torch.float64)
+            fresh = s.answered(probe, lambda: s.build(record, dtype, device)(x, positions)).to(torch.float64)
         for history, run in _history_calls(record, dtype, device):
             module = s.build(record, dtype, device)
-            run(module, x, positions)
+            s.answered(history, lambda: run(module, x, positions))
             with torch.no_grad():
-                used = module(x, positions).to(torch.float64)
+                used = s.answered(f"{probe} after {history}", lambda: module(x, positions)).to(torch.float64)
             s.require_within(error=s.disagreement(used, fresh),
                              bound=tol.bound(float(fresh.nan_to_num(0, 0, 0).abs().max()),
                                              s.max_angle(positions, record.geometry)),
@@ -138,7 +141,7 @@ def test_used_module_gives_the_fresh_result(record, dtype, device):
                              history=history, probe=probe)
 
 
-def _far_position_check(record, dtype, device, seed):
+def _far_position_check(record, dtype, device, seed, within_table=False):
     """At each far position, nearest first: the logits (ROPE-4) against the encoder's own at small
     positions, and the norm (ROPE-3, where declared to hold). Raises at the first failure, naming the position."""
     if record.table_limited:
@@ -149,18 +152,22 @@ def _far_position_check(record, dtype, device, seed):
     k = s.randn(s.input_shape(record, 1, len(s.DELTAS)), seed + 1, dtype, device)
     q64 = s.as_heads(q).to(torch.float64)
     deltas = torch.tensor(s.DELTAS, device=device)
-    near, near_scale = s.logits(module, q, k, deltas, torch.zeros_like(deltas))  # ⟨f(q, δ), f(k, 0)⟩
+    near, near_scale = s.answered("at positions 0 … 100", lambda: s.logits(module, q, k, deltas, torch.zeros_like(deltas)))
     keeps_norm = record.declared("ROPE-3").status == "holds"
-    for position in s.FAR_POSITIONS:
+    # An encoder without positions reaches p through a prefix of p tokens: 10^6 costs too much there.
+    far_positions = [p for p in s.FAR_POSITIONS if record.positions != "none" or p <= 10**5]
+    if within_table:  # a precision claim: a fixed table's end is ROPE-9's and ROPE-10a's to judge
+        far_positions = [p for p in far_positions if p <= s.position_cap(record, p)]
+    for position in far_positions:
         m = torch.full((len(s.DELTAS),), position, device=device)
         n = m - deltas
-        far, far_scale = s.logits(module, q, k, m, n)
+        far, far_scale = s.answered(f"at position {position}", lambda: s.logits(module, q, k, m, n))
         s.require_within(error=float((far - near).abs().max()),
                          bound=2 * tol.bound(max(near_scale, far_scale), s.max_angle(m, record.geometry)),
                          what=f"at position {position}: ⟨f(q, P), f(k, P − δ)⟩ ≠ ⟨f(q, δ), f(k, 0)⟩", position=position)
         if keeps_norm:
             with torch.no_grad():
-                fq = s.as_heads(module(q, m)).to(torch.float64)
+                fq = s.as_heads(s.answered(f"at position {position}", lambda: module(q, m))).to(torch.float64)
             norm_error = float((fq.norm(dim=-1) - q64.norm(dim=-1)).abs().max())
             s.require_within(error=norm_error, bound=tol.bound(float(q64.norm(dim=-1).max())),
                              what=f"at position {position}: the norm changed", position=position)
@@ -173,9 +180,10 @@ def test_relative_offset_and_norm_hold_far_past_any_table(record, dtype, device,
     _far_position_check(record, dtype, device, seed)
 
 
-@pytest.mark.claim("ROPE-11", kinds=("rotary",), dtypes=(torch.float16, torch.bfloat16))
+# The claim is about half precision: it runs in both, whatever dtypes the record lists; an error is a violation.
+@pytest.mark.claim("ROPE-11", kinds=("rotary",), dtypes=(torch.float16, torch.bfloat16), all_dtypes=True)
 @given(seed=draws.seeds)
 @example(seed=0)
 def test_half_precision_keeps_relative_offset(record, dtype, device, seed):
     """Holds when angles are formed in fp32: fp16 and bf16 cannot even represent p·θ past 2048 and 256."""
-    _far_position_check(record, dtype, device, seed)
+    _far_position_check(record, dtype, device, seed, within_table=True)

@@ -6,8 +6,9 @@ protocol in one batch whose rows have different positions ``m_j, n_j`` (row ``b`
 ``m + b·stride``), and every row's logits must equal those of the same q and k encoded alone, at
 ``(m_j − c_j, n_j − c_j)`` with ``c_j = min(m_j, n_j)``: a function of the offset alone. Rows differ in their offsets
 ``m_j − n_j`` too, so a RoPE that takes every row's angles from row 0 gives other logits, as
-does one that rotates k backwards. The
-pinned examples put the batched positions far outside any small table.
+does one that rotates k backwards. Invariance alone is passed by an encoder that ignores
+positions, so the logits must also change when q moves 3 positions away from k. The pinned
+examples put the batched positions far outside any small table, at strides that are no power of two.
 """
 
 import pytest
@@ -56,3 +57,19 @@ def test_logits_depend_only_on_offset(record, dtype, device, seed, m, n, stride)
         what=f"⟨f(q, m), f(k, n)⟩ in a batch (rows {stride} apart) differs from the same q, k alone at "
              "offset-equal positions: the logits are not a function of m − n",
     )
+    require_offset_matters(record, module, dtype, device, seed)
+
+
+def require_offset_matters(record, module, dtype, device, seed):
+    """Invariance alone is passed by an encoder that ignores positions: the logits at offsets
+    0 and 3 (no power of two) must differ by more than the tolerance."""
+    q = s.randn(s.input_shape(record, 1, PAIRS), seed + 7, dtype, device)
+    k = s.randn(s.input_shape(record, 1, PAIRS), seed + 8, dtype, device)
+    base = torch.arange(PAIRS, device=device)
+    same, scale = s.logits(module, q, k, base, base)
+    apart, apart_scale = s.logits(module, q, k, base + 3, base)
+    bound = 2 * record.tolerance(dtype).bound(max(scale, apart_scale), s.max_angle(PAIRS + 3, record.geometry))
+    change = float((same - apart).abs().max())
+    if change <= bound:
+        s.violated("moving q three positions away from k left the logits unchanged: positions do not reach them",
+                   change=change, tolerance=bound)

@@ -873,6 +873,74 @@ def sinusoidal_offset_ignored(c):
     return _placed(SinusoidalOffsetIgnored(c.d_model, base=c.base), c)
 
 
+# ============================================================ specs that once could not fail (000/004 review)
+
+
+class ReadsNextRow(LearnablePositionalEmbedding):
+    def lookup(self, positions):
+        table = super().lookup(positions)  # validates the positions
+        return self.table[(positions.long() + 1) % self.max_len].to(table.dtype)
+
+
+@mutant("learnable")
+def learnable_reads_next_row(c):
+    """learnable table read one row late: x + E[(p + 1) mod max_len]"""
+    # Passed an ABS-1 check that compared the module with itself; caught against the parameter's row E[p].
+    return _placed(ReadsNextRow(c.max_len, c.d_model), c)
+
+
+class LinearAttentionWithoutRotation(LinearAttentionRoPE):
+    def attend(self, q, k, v, positions=None, *, offset=0):
+        phi_q, phi_k = F.elu(self.feature_map(q)) + 1, F.elu(self.feature_map(k)) + 1
+        context = torch.einsum("bnhf,bnhe->bhfe", phi_k, v)
+        numerator = torch.einsum("bnhf,bhfe->bnhe", phi_q, context)
+        normaliser = torch.einsum("bnhf,bhf->bnh", phi_q, phi_k.sum(dim=1))
+        return numerator / normaliser.unsqueeze(-1)
+
+
+@mutant("linear_attention_rope")
+def linear_attention_without_rotation(c):
+    """linear attention with the rotation removed: shift invariant because it ignores positions"""
+    # Passed LIN-2's shift-invariance spec; caught by its position-awareness check.
+    return _placed(LinearAttentionWithoutRotation(c.d_model, c.n_heads, base=c.base), c)
+
+
+class Identity(nn.Module):
+    def __init__(self, head_dim):
+        super().__init__()
+        self.head_dim = head_dim
+
+    def forward(self, x, positions=None, *, offset=0):
+        require_float(x)
+        require_rank(x, 4, "(batch, seq, heads, head_dim)")
+        resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)  # validated, then unused
+        return x.clone()
+
+
+_OWN_FORMULA = posenc.get("dynamic").declared("ROPE-1")
+
+
+@mutant("rope_interleaved",
+        claims={**posenc.get("rope_interleaved").claims,
+                **{c: _OWN_FORMULA for c in ("ROPE-1", "ROPE-2", "ROPE-7", "ROPE-8", "ROPE-13")}})
+def rope_claims_without_rotation_ignoring_positions(c):
+    """a design whose rotation claims do not apply (like the dynamic one), that ignores positions"""
+    # Passed ROPE-4 (⟨x_m, y_n⟩ trivially depends on nothing) and ATT-4; caught by their awareness checks.
+    return _placed(Identity(c.head_dim), c)
+
+
+class WrapsEvery1024(SteppedRotary):
+    def positions(self, x, positions, offset):
+        return super().positions(x, positions, offset) % 1024
+
+
+@mutant("rope_interleaved")
+def rope_positions_wrap_every_1024(c):
+    """a 1024-row table read modulo its length: positions wrap"""
+    # Passed pinned shifts that are multiples of a power of two (4096); caught at strides 70 and 9001.
+    return _rope(WrapsEvery1024, c)
+
+
 # ============================================================ what must kill each mutant
 
 _VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8, ROPE-13)"
@@ -931,6 +999,10 @@ EXPECTED_CLAIMS: dict[str, set[str]] = {
     "sinusoidal_table_in_bf16": {"ABS-3", "ABS-4", "ABS-5"},
     "sinusoidal_precomputed_table": {"ABS-6"},
     "sinusoidal_offset_ignored": {"ABS-5", "contract"},
+    "learnable_reads_next_row": {"ABS-1"},
+    "linear_attention_without_rotation": {"LIN-2"},
+    "rope_claims_without_rotation_ignoring_positions": {"ROPE-4", "ATT-4"},
+    "rope_positions_wrap_every_1024": {"ROPE-1", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
 }
 
 #: Why a set holds more than one claim.

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from posenc.harness.claims import CLAIMS
+from posenc.harness.claims import CLAIMS, NOT_DECIDABLE
 from posenc.harness.spec_index import spec_functions
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "specs" / "claims.md"
@@ -28,7 +28,7 @@ def test_every_catalogue_claim_is_tracked():
 
 def test_every_claim_has_a_spec():
     covered = {s.claim for s in spec_functions()}
-    missing = [c for c in CLAIMS if c not in covered]
+    missing = [c for c in CLAIMS if c not in covered and c not in NOT_DECIDABLE]
     assert not missing, f"claims without a spec: {missing}"
 
 

@@ -15,7 +15,7 @@ CLAIMS: dict[str, str] = {
     "ABS-2": "learnable past max_len: clear error",
     "ABS-3": "sinusoidal formula, deterministic, no parameters, values in [-1, 1]",
     "ABS-4": "sinusoidal defined for any length",
-    "ABS-5": "absolute encodings express relative position poorly",
+    "ABS-5": "absolute encodings express relative position poorly (logits not shift-invariant)",
     "ABS-6": "learnable memory grows with max_len; sinusoidal is low",
     "ROPE-1": "pairs rotated by m·θ_i (2×2 matrix = complex multiplication)",
     "ROPE-2": "θ_i = base^(-2i/d)",
@@ -39,7 +39,7 @@ CLAIMS: dict[str, str] = {
     "ATT-5": "d_model not divisible by heads: clear error",
     "LIN-1": "linear attention costs O(n) in time and memory",
     "LIN-2": "linear attention keeps RoPE's position awareness (ATT-4)",
-    "HYB-1": "hybrid inherits ABS-2 and loses ATT-4",
+    "HYB-1": "hybrid captures local patterns and long-range dependencies",
     "DYN-1": "dynamic accepts non-contiguous explicit positions",
     "DYN-2": "dynamic learns a position scale (gets gradient)",
     "DYN-3": "dynamic mixes 0.7 : 0.3; at scale 1 equals the base",
@@ -52,6 +52,61 @@ CLAIMS: dict[str, str] = {
 }
 #: Claims the harness adds; the documents do not make them.
 HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3")
+
+#: The designs the documents present (an encoder record names the ones it implements).
+DESIGNS: dict[str, str] = {
+    "learnable": "learnable absolute table (000 §2.1)",
+    "sinusoidal": "sinusoidal absolute table (000 §2.2)",
+    "rope": "rotary embedding of q and k (000 §3.1-3.2, 004 §3, §6-7)",
+    "rope_004_real": "004 §3.2's real-valued code: outputs written as [even, odd]",
+    "rope_attention": "softmax attention with RoPE on q and k (000 §3.3, 004 §4-5)",
+    "linear_attention": "linear attention with RoPE (000 §5.2)",
+    "hybrid": "learnable table, then RoPE (000 §5.1)",
+    "dynamic": "0.7 : 0.3 mix of RoPE at p and at a learned s·p (000 §5.3)",
+    "rope_linear_scaling": "RoPE's linear scaling variant: positions divided by s (004 §10.3)",
+}
+_ROTARY_DESIGNS = ("rope", "rope_004_real", "rope_linear_scaling")
+
+#: The designs each claim is made about. A cell on any other design is a cross-check, shown
+#: apart and never counted as a verdict on the documents.
+SUBJECTS: dict[str, tuple[str, ...]] = {
+    "ABS-1": ("learnable",),
+    "ABS-2": ("learnable",),
+    "ABS-3": ("sinusoidal",),
+    "ABS-4": ("sinusoidal",),
+    "ABS-5": ("learnable", "sinusoidal"),
+    "ABS-6": ("learnable", "sinusoidal"),
+    **{c: _ROTARY_DESIGNS for c in ("ROPE-1", "ROPE-2", "ROPE-3", "ROPE-4", "ROPE-5", "ROPE-7", "ROPE-8",
+                                    "ROPE-9", "ROPE-10a", "ROPE-11")},
+    "ROPE-6": ("rope_attention",),
+    "ROPE-10b": ("rope_attention",),
+    "ROPE-12": ("rope_attention",),
+    "ROPE-13": ("rope_004_real",),
+    "ROPE-14": ("rope_linear_scaling",),
+    **{c: ("rope_attention",) for c in ("ATT-1", "ATT-2", "ATT-3", "ATT-4")},
+    "ATT-5": ("rope_attention", "rope"),
+    "LIN-1": ("linear_attention",),
+    "LIN-2": ("linear_attention",),
+    "HYB-1": ("hybrid",),
+    "DYN-1": ("dynamic",),
+    "DYN-2": ("dynamic",),
+    "DYN-3": ("dynamic",),
+    "PERF-1": ("learnable", "sinusoidal", "rope"),
+    "PERF-2": ("learnable", "sinusoidal", "rope"),
+    **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS},
+}
+
+
+#: Claims no spec can decide, with the reason (specs/claims.md says the same).
+NOT_DECIDABLE: dict[str, str] = {
+    "HYB-1": "'captures local patterns and long-range dependencies' names no observable quantity; the "
+             "length experiment reports the hybrid's losses next to learnable and RoPE",
+}
+
+
+def is_subject(claim: str, designs) -> bool:
+    """Whether a cell of ``claim`` on an encoder of ``designs`` is a verdict (not a cross-check)."""
+    return claim == CONTRACT or bool(set(SUBJECTS[claim]) & set(designs))
 
 
 class ClaimViolation(AssertionError):

@@ -7,7 +7,7 @@ A record starts from its family's defaults and overrides what differs
 from __future__ import annotations
 
 from .claims import CLAIMS
-from .records import HOLDS, not_applicable, refuted, with_defaults
+from .records import HOLDS, not_applicable, with_defaults
 
 
 def family(prefixes: tuple[str, ...], reason: str) -> dict:
@@ -35,7 +35,7 @@ ROTARY_DEFAULTS = {
     **family(("ABS-", "LIN-", "HYB-", "DYN-"), "not a claim about this design"),
     **NOT_ATTENTION_MODULE,
     **NOT_PERF,
-    "ROPE-13": HOLDS,
+    "ROPE-13": not_applicable("ROPE-13 is about 004 §3.2's code (the published_*_004 encoders)"),
     "ROPE-14": not_applicable("no position scaling"),
 }
 
@@ -44,7 +44,6 @@ NOT_ROTARY_PATHS = family(("PATH-",), "call paths are checked on rotary encoders
 ADDITIVE_DEFAULTS = {
     **{c: not_applicable("not a claim about absolute encodings") for c in CLAIMS},
     **NOT_ROTARY_PATHS,
-    "ATT-4": refuted("x + pe[p] logits carry absolute positions (ABS-5)"),
 }
 
 ATTENTION_DEFAULTS = {

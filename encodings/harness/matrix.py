@@ -117,6 +117,12 @@ def build_matrix(records, outcomes: list[Outcome], expected: dict[tuple[str, str
     return {claim: {r.name: cell(claim, r) for r in records} for claim in (CONTRACT, *CLAIMS)}
 
 
+def roles(records) -> dict[str, dict[str, str]]:
+    """``{claim: {encoder: role}}``: ``verdict`` where the documents make the claim about the
+    encoder's design, ``cross-check`` where the harness checks it anyway, ``n/a`` elsewhere."""
+    return {claim: {r.name: r.role(claim) for r in records} for claim in (CONTRACT, *CLAIMS)}
+
+
 def declared_matrix(records) -> dict[str, dict[str, str]]:
     """The matrix a passing run must produce, rendered from the registry's declarations."""
     return {claim: {r.name: r.declared(claim).status for r in records} for claim in (CONTRACT, *CLAIMS)}
@@ -125,31 +131,51 @@ HARNESS_NOTE = (f"\n{', '.join(HARNESS_CLAIMS)} are the harness's own requiremen
                 "not claims of the documents.\n")
 
 
-def render_markdown(matrix: dict[str, dict[str, str]]) -> str:
+CROSS_CHECK_NOTE = ("Cross-checks: cells on designs a claim is not about (a RoPE claim on the hybrid, a long-context "
+                    "variant or ALiBi). They test this harness's reading of the design, never a verdict on the documents.")
+
+
+def _markdown_table(matrix, keep) -> list[str]:
     encoders = list(next(iter(matrix.values())))
-    lines = [
-        "| claim | " + " | ".join(f"`{e}`" for e in encoders) + " |",
-        "|---|" + "---|" * len(encoders),
-    ]
+    lines = ["| claim | " + " | ".join(f"`{e}`" for e in encoders) + " |", "|---|" + "---|" * len(encoders)]
     for claim, row in matrix.items():
-        cells = [f"**{s}**" if s in SURPRISES else s for s in row.values()]
-        label = f"{claim} (harness)" if claim in HARNESS_CLAIMS else claim
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n" + HARNESS_NOTE
+        cells = [(f"**{s}**" if s in SURPRISES else s) if keep(claim, e) else "" for e, s in row.items()]
+        if any(cells):
+            label = f"{claim} (harness)" if claim in HARNESS_CLAIMS else claim
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
-def render_text(matrix: dict[str, dict[str, str]]) -> str:
+def render_markdown(matrix: dict[str, dict[str, str]], roles_: dict[str, dict[str, str]] | None = None) -> str:
+    """The verdicts on the documents' claims; with ``roles_``, the cross-checks in a table of their own."""
+    if roles_ is None:
+        return "\n".join(_markdown_table(matrix, lambda c, e: True)) + "\n" + HARNESS_NOTE
+    verdicts = _markdown_table(matrix, lambda c, e: roles_[c][e] != "cross-check")
+    checks = _markdown_table(matrix, lambda c, e: roles_[c][e] == "cross-check")
+    return ("\n".join(verdicts) + "\n" + HARNESS_NOTE + "\n#### Cross-checks (not verdicts on the documents)\n\n"
+            + CROSS_CHECK_NOTE + "\n\n" + "\n".join(checks) + "\n")
+
+
+def render_text(matrix: dict[str, dict[str, str]], roles_: dict[str, dict[str, str]] | None = None) -> str:
+    """One column per encoder; with ``roles_``, cross-check cells are in parentheses."""
     encoders = list(next(iter(matrix.values())))
     width = max(len(c) for c in matrix)
-    cell = max(max(len(s) for s in SYMBOLS.values()), 5)
+    cell = max(max(len(s) for s in SYMBOLS.values()) + 2, 5)
+
+    def symbol(claim, encoder, state):
+        crossed = roles_ is not None and roles_[claim][encoder] == "cross-check"
+        return f"({SYMBOLS[state]})" if crossed else SYMBOLS[state]
+
     header = " " * width + " " + " ".join(f"{i:>{cell}}" for i in range(1, len(encoders) + 1))
     lines = [header]
     for claim, row in matrix.items():
-        lines.append(f"{claim:<{width}} " + " ".join(f"{SYMBOLS[s]:>{cell}}" for s in row.values()))
+        lines.append(f"{claim:<{width}} " + " ".join(f"{symbol(claim, e, s):>{cell}}" for e, s in row.items()))
     lines.append("")
     lines += [f"{i:>3} = {name}" for i, name in enumerate(encoders, 1)]
     legend = "legend: " + ", ".join(f"{v} {k}" for k, v in SYMBOLS.items())
     lines += textwrap.wrap(legend, 160, subsequent_indent="        ")
     lines.append("ok* = the specs that ran passed, but not all of the cell's specs ran")
+    if roles_ is not None:
+        lines.append("(…) = cross-check: the claim is not made about this design; not a verdict on the documents")
     lines.append(HARNESS_NOTE.strip())
     return "\n".join(lines)

@@ -95,11 +95,70 @@ class OffsetSubject(nn.Module):
         return torch.cat(rows)
 
 
+class _ZeroPrefix(nn.Module):
+    """``f(x)`` (positions 0 … seq − 1) seen as ``f(x, offset=o)``: ``o`` zero tokens are put before
+    ``x`` and their outputs dropped. Exact for an encoder that treats every token on its own."""
+
+    def __init__(self, library: nn.Module):
+        super().__init__()
+        self.library = library
+
+    def forward(self, x, offset=0):
+        if offset < 0:
+            raise ValueError(f"offset {offset}: this encoder takes no positions, and a position below 0 "
+                             "cannot be reached by a prefix")
+        if offset == 0:
+            return self.library(x)
+        prefix = torch.zeros((x.shape[0], offset, *x.shape[2:]), dtype=x.dtype, device=x.device)
+        return self.library(torch.cat((prefix, x), dim=1))[:, offset:]
+
+
+class PrefixSubject(OffsetSubject):
+    """An encoder that takes ``x`` alone, as the documents' snippets do (positions ``0 … seq − 1``),
+    seen as ``f(x, positions=None, offset=0)``: position ``p`` is reached by a zero prefix of ``p``
+    tokens, so only per-token encoders (additive and rotary) can have ``positions="none"``."""
+
+    def __init__(self, record: EncoderRecord, library: nn.Module):
+        super().__init__(record, _ZeroPrefix(library))
+
+    def forward(self, x, positions=None, offset=0):
+        """One call per row and group of distinct positions: each token is put at its position in a
+        zero sequence, and the outputs are read back from there."""
+        if positions is None:
+            return self.library(x, offset=offset)
+        p = positions if positions.dim() == 2 else positions.unsqueeze(0)
+        if p.shape[-1] != x.shape[1] or p.shape[0] not in (1, x.shape[0]):
+            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x's (batch, seq) "
+                             f"= {tuple(x.shape[:2])}")
+        if p.numel() and int(p.min()) < 0:
+            raise ValueError(f"position {int(p.min())}: this encoder takes no positions, and a position below 0 "
+                             "cannot be reached by a prefix")
+        out = None
+        for b in range(x.shape[0]):
+            row = p[min(b, p.shape[0] - 1)].to(x.device)
+            pending = list(range(len(row)))
+            while pending:
+                taken, seen, later = [], set(), []
+                for j in pending:
+                    (later if int(row[j]) in seen else taken).append(j)
+                    seen.add(int(row[j]))
+                index = row[taken]
+                z = torch.zeros((1, int(index.max()) + 1, *x.shape[2:]), dtype=x.dtype, device=x.device)
+                z[0, index] = x[b, taken]
+                y = self.library.library(z)[0, index]
+                if out is None:
+                    out = torch.empty((*x.shape[:2], *y.shape[1:]), dtype=y.dtype, device=y.device)
+                out[b, taken] = y
+                pending = later
+        return out if out is not None else self.library(x)
+
+
 def subject(record: EncoderRecord, module: nn.Module) -> nn.Module:
     """``module`` as the specs call it: itself for the ``single`` protocol, wrapped otherwise."""
     if record.protocol != "single":
         return ProtocolSubject(record, module)
-    return OffsetSubject(record, module) if record.positions == "offset" else module
+    wrappers = {"offset": OffsetSubject, "none": PrefixSubject}
+    return wrappers[record.positions](record, module) if record.positions in wrappers else module
 
 
 def encode_pair(module: nn.Module, q, k, q_positions=None, k_positions=None, *, q_offset=0, k_offset=0):

@@ -44,7 +44,7 @@ import torch
 from . import history, identification, isolation, machine, options, parallel, perf_report, registry, reports
 from .claims import CLAIMS, CONTRACT, ClaimViolation, NoClearError
 from .contract import Blocked, Excluded, SpecTimeout, Undecided, contract_problem
-from .matrix import Outcome, build_matrix, render_markdown, render_text, surprise_lines
+from .matrix import Outcome, build_matrix, render_markdown, render_text, roles, surprise_lines
 from .records import SPEC_CONFIG, EncoderRecord
 from .running import RunningSpec, drawn_from_traceback, first_line, python_reproducer, reproducer, running, shorten
 
@@ -258,7 +258,9 @@ def _spec_params(metafunc, state: HarnessState, claim: str, options_: dict) -> l
         if not takes_dtype:
             params.append(pytest.param(record, id=record.name, marks=_marks(record, claim, spec)))
             continue
-        for dtype in (d for d in record.dtypes if d in options_.get("dtypes", record.dtypes)):
+        dtypes = options_["dtypes"] if options_.get("all_dtypes") else \
+            [d for d in record.dtypes if d in options_.get("dtypes", record.dtypes)]
+        for dtype in dtypes:
             params.append(pytest.param(record, dtype, id=f"{record.name}-{str(dtype).removeprefix('torch.')}",
                                        marks=_marks(record, claim, spec, dtype)))
     return params
@@ -272,7 +274,8 @@ def _marks(record: EncoderRecord, claim: str, spec: str, dtype=None) -> list:
     if not declared.expects_failure(spec, dtype):
         return [group]
     where = f" in {str(dtype).removeprefix('torch.')}" if declared.dtypes else ""
-    excused = NoClearError if claim == CONTRACT else ClaimViolation  # silent garbage is never excused
+    # A library's contract refutation never excuses silent garbage; published code is judged as it is.
+    excused = NoClearError if claim == CONTRACT and not declared.garbage else ClaimViolation
     return [group, pytest.mark.xfail(strict=True, raises=excused,
                                      reason=f"{claim} refuted{where} as declared: {declared.reason}")]
 
@@ -597,9 +600,11 @@ def pytest_sessionfinish(session, exitstatus):
     if not state.outcomes:
         return
     matrix = build_matrix(state.records, state.outcomes, state.expected, complete=state.status == "complete")
-    payload = {"header": _header(config, state, exitstatus), "matrix": matrix,
+    cell_roles = roles(state.records)
+    payload = {"header": _header(config, state, exitstatus), "matrix": matrix, "roles": cell_roles,
                "outcomes": [asdict(o) for o in state.outcomes]}
-    state.written = reports.write(state.settings.matrix_dir, state.run_id, payload, render_markdown(matrix))
+    state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
+                                  render_markdown(matrix, cell_roles))
 
 
 def _compare_benchmarks(session, state: HarnessState) -> None:
@@ -630,7 +635,7 @@ def pytest_terminal_summary(terminalreporter, config):
         judged = {o.claim for o in state.outcomes}
         shown = {claim: row for claim, row in matrix.items() if claim in judged}
         terminalreporter.section(f"verdict matrix (claims × encoders), run {state.status}")
-        terminalreporter.write_line(render_text(shown))
+        terminalreporter.write_line(render_text(shown, roles(state.records)))
         if len(shown) < len(matrix):
             terminalreporter.write_line(f"({len(matrix) - len(shown)} rows with no spec run are left out here; "
                                         f"every row is in {state.written.run_markdown})")

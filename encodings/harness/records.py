@@ -18,7 +18,7 @@ from typing import Callable, Literal, Mapping
 import torch
 from torch import nn
 
-from .claims import CLAIMS, CONTRACT
+from .claims import CLAIMS, CONTRACT, DESIGNS, is_subject
 
 Kind = Literal["additive", "rotary", "attention"]
 Layout = Literal["bsd", "bshd"]
@@ -43,6 +43,7 @@ class Declared:
     reason: str = ""
     specs: tuple[str, ...] = ()
     dtypes: tuple[torch.dtype, ...] = ()  # a refutation only in these input dtypes
+    garbage: bool = False  # a contract refutation that also covers silent garbage (published code as it is)
 
     def __post_init__(self):
         if self.status not in ("holds", "refuted", "n/a"):
@@ -65,9 +66,11 @@ class Declared:
 HOLDS = Declared("holds")
 
 
-def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = (), dtypes=()) -> Declared:
-    """A strict expected failure; ``specs`` and ``dtypes`` narrow it (for example bf16 and fp16 only)."""
-    return Declared("refuted", reason, tuple(specs), tuple(dtypes))
+def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = (), dtypes=(), garbage: bool = False) -> Declared:
+    """A strict expected failure; ``specs`` and ``dtypes`` narrow it (for example bf16 and fp16 only).
+    ``garbage``: a contract refutation that also expects silent garbage, for the documents' code as
+    published (a library's contract refutation excuses only a missing or unclear error)."""
+    return Declared("refuted", reason, tuple(specs), tuple(dtypes), garbage)
 
 
 def not_applicable(reason: str) -> Declared:
@@ -236,11 +239,19 @@ class EncoderRecord:
 
     ``positions="offset"``: the encoder takes ``module(x, offset=0)`` only (no explicit positions);
     the harness reaches explicit positions through that offset path, row by row or token by token.
+    ``positions="none"``: the encoder takes ``module(x)`` alone (positions ``0 … seq − 1``, as the
+    documents' snippets); the harness reaches position ``p`` through a zero prefix of ``p`` tokens.
 
     ``min_head_dim`` and ``head_dim_multiple`` say which configurations the encoder supports:
     a spec that needs another is skipped with the reason, never run into a crash.
     ``tolerances`` default to those derived from ``geometry.angle_dtype``.
     The ``contract`` row may be declared in ``claims`` too (a library that validates no input).
+    ``max_position``: positions past a fixed table (000 §3.2's 2048-row cache) are used only by the
+    specs of claims about going past it (ROPE-9, ROPE-10a), where an error is a violation.
+    ``designs`` names the documents' designs the encoder implements (default: ``rope`` for rotary,
+    ``rope_attention`` for attention, none for additive). A claim's cell is a verdict on the
+    documents only where the claim is made about one of them (:data:`posenc.harness.claims.SUBJECTS`);
+    elsewhere it is a cross-check, shown apart.
     """
 
     name: str
@@ -260,7 +271,11 @@ class EncoderRecord:
     min_head_dim: int = 2
     head_dim_multiple: int = 2
     max_head_dim: int | None = None  # a module of one fixed size
-    positions: Literal["any", "offset"] = "any"  # "offset": the encoder takes a start offset only
+    positions: Literal["any", "offset", "none"] = "any"  # "offset": a start offset only; "none": x alone
+    max_position: int | None = None  # a fixed table (a published cache) covers positions below this
+    fixed_base: bool = False  # built with base 10000 whatever the config says (published code)
+    designs: tuple[str, ...] | None = None  # the documents' designs it implements (claims.DESIGNS)
+    corrects: str = ""  # the published encoder this one corrects
 
     def __post_init__(self):
         if self.kind not in ("additive", "rotary", "attention"):
@@ -272,14 +287,23 @@ class EncoderRecord:
         if self.protocol != "single" and (self.kind != "rotary" or self.input_layout != "bshd"):
             raise ValueError(f"{self.name}: the {self.protocol} protocol is for rotary encoders on "
                              "(batch, seq, heads, head_dim)")
-        if self.positions not in ("any", "offset") or (self.positions == "offset" and self.protocol != "single"):
-            raise ValueError(f"{self.name}: positions must be 'any', or 'offset' for the single protocol, "
+        if self.positions not in ("any", "offset", "none") or (self.positions != "any" and self.protocol != "single"):
+            raise ValueError(f"{self.name}: positions must be 'any', or 'offset' or 'none' for the single protocol, "
                              f"got {self.positions!r}")
+        if self.positions == "none" and self.kind == "attention":
+            raise ValueError(f"{self.name}: positions='none' is reached by a zero prefix, exact only for per-token "
+                             "encoders; an attention module gives attend(..., offset=) instead")
         if (self.protocol == "cos_sin") != (self.apply is not None):
             raise ValueError(f"{self.name}: the cos_sin protocol needs apply(q, k, cos, sin), and only it takes one")
         if self.min_head_dim < 2 or self.head_dim_multiple < 2 or self.head_dim_multiple % 2:
             raise ValueError(f"{self.name}: min_head_dim must be at least 2 and head_dim_multiple even, "
                              f"got {self.min_head_dim} and {self.head_dim_multiple}")
+        if self.designs is None:
+            default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": ()}[self.kind]
+            object.__setattr__(self, "designs", default)
+        unknown_designs = set(self.designs) - set(DESIGNS)
+        if unknown_designs:
+            raise ValueError(f"{self.name}: unknown designs {sorted(unknown_designs)}; known: {', '.join(DESIGNS)}")
         missing = sorted(set(CLAIMS) - set(self.claims), key=list(CLAIMS).index)
         if missing:
             raise ValueError(f"encoder {self.name!r} leaves claims undeclared: {', '.join(missing)}")
@@ -297,7 +321,7 @@ class EncoderRecord:
                                      f"specs {CLEAR_ERROR_SPECS}; silent garbage stays reported")
                 if not contract.specs:
                     object.__setattr__(self, "claims", {**self.claims, CONTRACT: Declared(
-                        "refuted", contract.reason, CLEAR_ERROR_SPECS, contract.dtypes)})
+                        "refuted", contract.reason, CLEAR_ERROR_SPECS, contract.dtypes, contract.garbage)})
         if self.tolerances is None:
             angle = self.geometry.angle_dtype if self.geometry is not None else None
             object.__setattr__(self, "tolerances", tolerances_for_angles(angle))
@@ -314,6 +338,12 @@ class EncoderRecord:
 
     def declared(self, claim: str) -> Declared:
         return self.claims.get(CONTRACT, HOLDS) if claim == CONTRACT else self.claims[claim]
+
+    def role(self, claim: str) -> str:
+        """``verdict`` (a claim the documents make about this design), ``cross-check``, or ``n/a``."""
+        if not self.applies(claim):
+            return "n/a"
+        return "verdict" if is_subject(claim, self.designs) else "cross-check"
 
     def supports_head_dim(self, head_dim: int) -> bool:
         return (head_dim >= self.min_head_dim and head_dim % self.head_dim_multiple == 0

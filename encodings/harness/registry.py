@@ -14,9 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from .builtin_records import BUILTIN_RECORDS
+from .published_records import PUBLISHED_RECORDS
 from .records import EncoderRecord
 
-_REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in BUILTIN_RECORDS}
+_REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in (*BUILTIN_RECORDS, *PUBLISHED_RECORDS)}
 
 
 def register(record: EncoderRecord) -> EncoderRecord:

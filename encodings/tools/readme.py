@@ -14,12 +14,12 @@ from pathlib import Path
 
 from posenc.harness.builtin_records import BUILTIN_RECORDS
 from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.matrix import declared_matrix, render_markdown
+from posenc.harness.matrix import declared_matrix, render_markdown, roles
 from posenc.harness.spec_index import spec_functions
 
 
 def matrix_markdown() -> str:
-    return render_markdown(declared_matrix(BUILTIN_RECORDS))
+    return render_markdown(declared_matrix(BUILTIN_RECORDS), roles(BUILTIN_RECORDS))
 
 
 def specs_by_claim_markdown() -> str:
@@ -35,7 +35,41 @@ def specs_by_claim_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"matrix": matrix_markdown, "specs-by-claim": specs_by_claim_markdown}
+def _cell(record, claim) -> str:
+    declared = record.declared(claim)
+    if declared.status == "holds":
+        return "holds"
+    if declared.status == "n/a":
+        return f"n/a ({declared.reason})"
+    where = f" in {', '.join(str(d).removeprefix('torch.') for d in declared.dtypes)}" if declared.dtypes else ""
+    return f"**refuted**{where}: {declared.reason}"
+
+
+def findings_markdown() -> str:
+    """The documents' verdicts: each claim's cells on the ``published_*`` encoders it is about, then
+    what the corrected design (the record each one ``corrects``) changes."""
+    from posenc.harness.claims import NOT_DECIDABLE, SUBJECTS
+    from posenc.harness.published_records import PUBLISHED_RECORDS
+    from posenc.harness.registry import get
+
+    lines = ["| claim | published code | verdict on the published code | the corrected design |", "|---|---|---|---|"]
+    for claim in CLAIMS:
+        subjects = [r for r in PUBLISHED_RECORDS if set(r.designs) & set(SUBJECTS[claim])]
+        if not subjects or claim in NOT_DECIDABLE:
+            why = NOT_DECIDABLE.get(claim) or (
+                f"no published snippet implements {', '.join(SUBJECTS[claim])}; decided on this project's "
+                "implementation (see the matrix)")
+            lines.append(f"| {claim} | — | not decided from published code: {why} | |")
+            continue
+        for record in subjects:
+            corrected = get(record.corrects)
+            change = _cell(corrected, claim)
+            lines.append(f"| {claim} | `{record.name}` ({record.source}) | {_cell(record, claim)} | "
+                         f"`{corrected.name}`: {change} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"matrix": matrix_markdown, "findings": findings_markdown, "specs-by-claim": specs_by_claim_markdown}
 README = Path("README.md")
 
 

@@ -1,0 +1,246 @@
+"""The documents' own code as encoders: one record per published snippet (000 and 004).
+
+The modules are in :mod:`posenc.encoders.published`, transcribed with only the fixes without
+which they raise on every input. Every refutation here was observed by the specs on the
+published code; the corrected designs are the built-in records named in ``corrects``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..encoders.published import doc000, doc004
+from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, rotary_claims
+from .records import HOLDS, BuildConfig, EncoderRecord, RotaryGeometry, not_applicable, refuted, tolerances_for_angles, with_defaults
+
+FP32_ANGLES = tolerances_for_angles(torch.float32)  # every snippet forms its angles in float32
+INTERLEAVED_FP32 = RotaryGeometry(layout="interleaved", angle_dtype=torch.float32)
+CONCATENATED_FP32 = RotaryGeometry(layout="concatenated", angle_dtype=torch.float32)
+EXACT = (torch.float32, torch.float64)
+CACHE_ROWS = 2048  # 000 §3.2's max_seq_len default
+
+
+def _on(module, config: BuildConfig):
+    return module.to(device=config.device, dtype=config.dtype)
+
+
+_UNCHECKED = "the published code checks no input: bad input fails deep inside torch with a message naming no limit"
+
+
+def _no_validation(*specs: str, garbage: bool = False):
+    """The contract specs the published code fails (observed), by name."""
+    return refuted(_UNCHECKED + (", or is answered with garbage" if garbage else ""), specs=specs, garbage=garbage)
+
+
+_NON_FLOAT, _RANK = "test_rejects_non_float_input", "test_rejects_wrong_rank"
+_POSITIONS = ("test_rejects_positions_of_wrong_shape", "test_rejects_negative_positions")
+_CACHE_END = "the published sin/cos cache has 2048 rows: past them the published `view` raises"
+_HEADS_AXIS = "the published attention multiplies (batch, seq, heads, d) tensors: it attends across heads at each position"
+
+PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
+    EncoderRecord(
+        name="published_learnable",
+        build=lambda c: _on(doc000.LearnablePositionalEmbedding(c.max_len, c.d_model), c),
+        kind="additive",
+        input_layout="bsd",
+        positions="none",
+        table_limited=True,
+        designs=("learnable",),
+        source="000 §2.1 (as published)",
+        corrects="learnable",
+        description="nn.Embedding(max_seq_len, d) added at arange(seq)",
+        claims=with_defaults(ADDITIVE_DEFAULTS, {
+            "contract": _no_validation(_NON_FLOAT, _RANK),
+            "ABS-1": HOLDS,
+            "ABS-2": HOLDS,
+            "ABS-5": HOLDS,
+            "ABS-6": HOLDS,
+            "PERF-1": not_applicable("measured with -m perf"),
+            "PERF-2": not_applicable("measured with -m perf"),
+        }),
+    ),
+    EncoderRecord(
+        name="published_sinusoidal",
+        build=lambda c: _on(doc000.SinusoidalAdded(), c),
+        kind="additive",
+        input_layout="bsd",
+        positions="none",
+        designs=("sinusoidal",),
+        corrects="sinusoidal",
+        tolerances=FP32_ANGLES,
+        dtypes=EXACT,
+        source="000 §2.2 (as published, added to x)",
+        description="sinusoidal_position_encoding(seq_len, d), a float32 table built per call",
+        claims=with_defaults(ADDITIVE_DEFAULTS, {
+            "contract": _no_validation(_NON_FLOAT),
+            "ABS-3": HOLDS,
+            "ABS-4": HOLDS,
+            "ABS-5": HOLDS,
+            "ABS-6": HOLDS,
+            "PERF-1": not_applicable("measured with -m perf"),
+            "PERF-2": not_applicable("measured with -m perf"),
+        }),
+    ),
+    EncoderRecord(
+        name="published_rope",
+        build=lambda c: _on(doc000.RotaryPositionEmbedding(c.head_dim), c),
+        max_position=CACHE_ROWS,
+        fixed_base=True,
+        kind="rotary",
+        positions="none",
+        geometry=INTERLEAVED_FP32,
+        dtypes=EXACT,
+        source="000 §3.2 (as published, cache width fixed)",
+        corrects="rope_complex",
+        description="complex multiplication with a fixed 2048-row float32 sin/cos cache",
+        claims=rotary_claims({
+            "contract": _no_validation(_RANK),
+            "ROPE-9": refuted(_CACHE_END),
+            "ROPE-10a": refuted(_CACHE_END),
+            "ROPE-11": refuted("view_as_complex has no bfloat16 kernel: every bfloat16 call raises",
+                               dtypes=(torch.bfloat16,)),
+        }),
+    ),
+    EncoderRecord(
+        name="published_attention",
+        build=lambda c: _on(doc000.AttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
+        max_position=CACHE_ROWS,
+        fixed_base=True,
+        kind="attention",
+        input_layout="bsd",
+        geometry=INTERLEAVED_FP32,
+        dtypes=EXACT,
+        source="000 §3.3 (as published, with 000 §3.2's RoPE)",
+        corrects="attention_rope",
+        description="q @ kᵀ on (batch, seq, heads, d): softmax over heads, not over the sequence",
+        claims=with_defaults(ATTENTION_DEFAULTS, {
+            "contract": _no_validation(_RANK, *_POSITIONS),
+            "ATT-1": refuted(_HEADS_AXIS),
+            "ATT-2": refuted(_HEADS_AXIS + ": its softmax rows run over heads, so they are not the sequence's weights"),
+            "ATT-5": refuted("d_model % heads ≠ 0 fails in view() with a shape error that names no rule"),
+            "ROPE-6": refuted(_HEADS_AXIS + ": other heads' values are mixed into each output (ATT-1's defect; "
+                              "the spec cannot tell it from rotated values)"),
+        }),
+    ),
+    EncoderRecord(
+        name="published_hybrid",
+        build=lambda c: _on(doc000.HybridPositionEncoding(c.d_model, c.max_len), c),
+        max_position=CACHE_ROWS,
+        fixed_base=True,
+        kind="rotary",
+        input_layout="bsd",
+        positions="none",
+        table_limited=True,
+        designs=("hybrid",),
+        geometry=INTERLEAVED_FP32,
+        dtypes=EXACT,
+        source="000 §5.1 (as published, RoPE's head_dim defined)",
+        corrects="hybrid",
+        description="learnable table, then one RoPE across all of d_model (no heads)",
+        claims={
+            **{c: not_applicable("the hybrid's rotation spans d_model: per-head rotary checks do not apply")
+               for c in rotary_claims()},
+            "contract": _no_validation(_NON_FLOAT, _RANK),
+            "ABS-2": HOLDS,
+            "HYB-1": not_applicable("not decidable by a spec: see HYB-1 in specs/claims.md"),
+        },
+    ),
+    EncoderRecord(
+        name="published_linear_attention",
+        build=lambda c: _on(doc000.LinearAttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
+        max_position=CACHE_ROWS,
+        fixed_base=True,
+        kind="attention",
+        input_layout="bsd",
+        designs=("linear_attention",),
+        geometry=INTERLEAVED_FP32,
+        dtypes=EXACT,
+        source="000 §5.2 (as published, to_qkv defined)",
+        corrects="linear_attention_rope",
+        description="rotate, Linear(d, 2d) feature map, softmax of k over the sequence, no normaliser",
+        claims=with_defaults(ATTENTION_DEFAULTS, {
+            "contract": _no_validation(_RANK, *_POSITIONS),
+            "ATT-1": not_applicable("linear attention is not softmax attention by design"),
+            "ATT-2": not_applicable("linear attention is not softmax attention by design"),
+            "ATT-4": not_applicable("judged as LIN-2"),
+            "ATT-5": not_applicable("judged on softmax attention"),
+            "ROPE-6": not_applicable("judged on softmax attention"),
+            "LIN-1": HOLDS,
+            "LIN-2": refuted("a learned map and a softmax over the sequence after the rotation destroy the relative structure"),
+        }),
+    ),
+    EncoderRecord(
+        name="published_dynamic",
+        build=lambda c: _on(doc000.DynamicPositionEncodingAdapter(c.head_dim), c),
+        max_position=CACHE_ROWS,
+        fixed_base=True,
+        kind="rotary",
+        designs=("dynamic",),
+        geometry=INTERLEAVED_FP32,
+        dtypes=EXACT,
+        source="000 §5.3 (as published, input shape read as x.shape[:2])",
+        corrects="dynamic",
+        description="0.7·RoPE(x) + 0.3·RoPE(x): positions and scale never reach the rotation",
+        claims={
+            **{c: not_applicable("cross-checked on the corrected dynamic encoder") for c in rotary_claims()},
+            "contract": _no_validation(_RANK, *_POSITIONS, garbage=True),
+            "DYN-1": refuted("positions are multiplied by the scale, then only their maximum reaches a seq_len "
+                             "argument the RoPE ignores: the output is RoPE at 0 … seq − 1"),
+            "DYN-2": refuted("the scale enters only through .int() and an ignored argument: it gets no gradient"),
+            "DYN-3": refuted("both terms are RoPE(x): at every scale the output is the base encoding"),
+            "ROPE-4": refuted("positions never reach the rotation: moving q away from k leaves the logits unchanged"),
+        },
+    ),
+    EncoderRecord(
+        name="published_rope_004",
+        build=lambda c: _on(doc004.RoPE004(), c),
+        fixed_base=True,
+        kind="rotary",
+        positions="none",
+        designs=("rope", "rope_004_real"),
+        geometry=CONCATENATED_FP32,
+        dtypes=EXACT,
+        source="004 §3.1-3.3 (as published, applied to each head)",
+        corrects="rope_interleaved",
+        description="get_rope_angles + apply_rope: outputs written as [even pairs' x′, odd pairs' x′]",
+        claims=rotary_claims({
+            "contract": _no_validation(_NON_FLOAT, _RANK),
+            "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
+                               specs=("test_output_equals_formula_elementwise",)),
+        }),
+    ),
+    EncoderRecord(
+        name="published_attention_004",
+        build=lambda c: _on(doc004.Attention004(c.d_model, c.n_heads), c),
+        fixed_base=True,
+        kind="attention",
+        input_layout="bsd",
+        geometry=CONCATENATED_FP32,
+        dtypes=EXACT,
+        source="004 §2.2, §4-5.1 (as published, run per head with d_k = head_dim)",
+        corrects="attention_rope",
+        description="one head: bias-free W_Q, W_K, W_V; RoPE on Q, K; softmax(QKᵀ/√d_k) V",
+        claims=with_defaults(ATTENTION_DEFAULTS, {
+            "contract": _no_validation(*_POSITIONS),
+            "ATT-5": refuted("d_model // num_heads is used silently: d_model % heads ≠ 0 gives a wrong split, no error"),
+        }),
+    ),
+    EncoderRecord(
+        name="published_multihead_004",
+        build=lambda c: _on(doc004.MultiHeadRoPE(c.d_model, c.n_heads), c),
+        fixed_base=True,
+        kind="rotary",
+        positions="none",
+        designs=("rope", "rope_004_real"),
+        geometry=CONCATENATED_FP32,
+        dtypes=EXACT,
+        source="004 §7 (as published, two fixes to run)",
+        corrects="rope_multihead",
+        description="apply_rope on (batch, seq, heads, head_dim), angles from head_dim",
+        claims=rotary_claims({
+            "contract": _no_validation(_NON_FLOAT, _RANK),
+            "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
+                               specs=("test_output_equals_formula_elementwise",)),
+        }),
+    ),
+)

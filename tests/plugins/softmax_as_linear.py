@@ -1,0 +1,19 @@
+"""A softmax attention registered as a linear attention: LIN-1 must refuse it.
+
+Softmax attention on a memory-efficient kernel keeps O(n) memory, so only the time slope at
+lengths where n² dominates tells it from an O(n) linear attention
+(``specs/test_complexity.py::test_linear_attention_time_is_linear_in_length``).
+"""
+
+import dataclasses
+
+import posenc
+from posenc import RoPEAttention
+
+linear = posenc.get("linear_attention_rope")
+posenc.register(dataclasses.replace(
+    linear,
+    name="softmax_attention_as_linear",
+    build=lambda c: RoPEAttention(c.d_model, c.n_heads, base=c.base).to(device=c.device, dtype=c.dtype),
+    description="O(n²)-time softmax attention (SDPA) declared a linear attention",
+))

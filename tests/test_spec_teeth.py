@@ -1,0 +1,36 @@
+"""Specs that once could not fail, each shown failing on the encoder it used to pass.
+
+The cheap cases are mutants (``tests/mutants.py``: ``learnable_reads_next_row`` for ABS-1,
+``linear_attention_without_rotation`` for LIN-2, ``rope_claims_without_rotation_ignoring_positions``
+for ROPE-4 and ATT-4 on designs without ROPE-1, ``rope_positions_wrap_every_1024`` for pinned
+shifts that are multiples of a power of two), killed in ``tests/test_mutants.py``. LIN-1 is
+measured (``-m perf``), so its case runs here: a softmax attention registered as linear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(900)
+def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-m", "perf",
+               "-k", "test_linear_attention_time_is_linear_in_length",
+               "--plugin", "tests/plugins/softmax_as_linear.py",
+               "--encoders", "softmax_attention_as_linear,linear_attention_rope", "--matrix-dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    report = tmp_path / "runs"
+    runs = sorted(report.iterdir()) if report.exists() else []
+    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
+    matrix = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]
+    assert matrix["LIN-1"]["softmax_attention_as_linear"] == "unexpectedly failing", result.stdout[-3000:]
+    assert matrix["LIN-1"]["linear_attention_rope"] == "holds", result.stdout[-3000:]
