@@ -7,7 +7,7 @@ protocol in one batch whose rows have different positions ``m_j, n_j`` (row ``b`
 ``(m_j − c_j, n_j − c_j)`` with ``c_j = min(m_j, n_j)``: a function of the offset alone. Rows differ in their offsets
 ``m_j − n_j`` too, so a RoPE that takes every row's angles from row 0 gives other logits, as
 does one that rotates k backwards. Invariance alone is passed by an encoder that ignores
-positions, so the logits must also change when q moves 3 positions away from k. The pinned
+positions, so the logits must also change when q moves 37 positions away from k. The pinned
 examples put the batched positions far outside any small table, at strides that are no power of two.
 """
 
@@ -20,6 +20,7 @@ from specs import support as s
 
 PAIRS = 6
 ROWS = 3
+MOVE = 37  # positions q moves away from k in the awareness check
 
 
 def offset_logit_error(record, module, dtype, device, seed, m, n, stride):
@@ -62,14 +63,14 @@ def test_logits_depend_only_on_offset(record, dtype, device, seed, m, n, stride)
 
 def require_offset_matters(record, module, dtype, device, seed):
     """Invariance alone is passed by an encoder that ignores positions: the logits at offsets
-    0 and 3 (no power of two) must differ by more than the tolerance."""
+    0 and 37 (no power of two) must differ by more than the tolerance."""
     q = s.randn(s.input_shape(record, 1, PAIRS), seed + 7, dtype, device)
     k = s.randn(s.input_shape(record, 1, PAIRS), seed + 8, dtype, device)
     base = torch.arange(PAIRS, device=device)
     same, scale = s.logits(module, q, k, base, base)
-    apart, apart_scale = s.logits(module, q, k, base + 3, base)
-    bound = 2 * record.tolerance(dtype).bound(max(scale, apart_scale), s.max_angle(PAIRS + 3, record.geometry))
+    apart, apart_scale = s.logits(module, q, k, base + MOVE, base)
+    bound = 2 * record.tolerance(dtype).bound(max(scale, apart_scale), s.max_angle(PAIRS + MOVE, record.geometry))
     change = float((same - apart).abs().max())
     if change <= bound:
-        s.violated("moving q three positions away from k left the logits unchanged: positions do not reach them",
+        s.violated(f"moving q {MOVE} positions away from k left the logits unchanged: positions do not reach them",
                    change=change, tolerance=bound)

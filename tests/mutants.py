@@ -891,6 +891,7 @@ def learnable_reads_next_row(c):
 
 class LinearAttentionWithoutRotation(LinearAttentionRoPE):
     def attend(self, q, k, v, positions=None, *, offset=0):
+        resolve_positions(q.shape[0], q.shape[1], positions, offset, q.device)  # validated, then unused
         phi_q, phi_k = F.elu(self.feature_map(q)) + 1, F.elu(self.feature_map(k)) + 1
         context = torch.einsum("bnhf,bnhe->bhfe", phi_k, v)
         numerator = torch.einsum("bnhf,bhfe->bnhe", phi_q, context)
@@ -917,15 +918,11 @@ class Identity(nn.Module):
         return x.clone()
 
 
-_OWN_FORMULA = posenc.get("dynamic").declared("ROPE-1")
-
-
-@mutant("rope_interleaved",
-        claims={**posenc.get("rope_interleaved").claims,
-                **{c: _OWN_FORMULA for c in ("ROPE-1", "ROPE-2", "ROPE-7", "ROPE-8", "ROPE-13")}})
-def rope_claims_without_rotation_ignoring_positions(c):
-    """a design whose rotation claims do not apply (like the dynamic one), that ignores positions"""
-    # Passed ROPE-4 (⟨x_m, y_n⟩ trivially depends on nothing) and ATT-4; caught by their awareness checks.
+@mutant("rope_interleaved")
+def rope_ignoring_positions(c):
+    """a "RoPE" that validates its positions and returns x unchanged"""
+    # Passed ROPE-4's invariance (⟨x_m, y_n⟩ depends on no position at all) and ATT-4's; caught by the
+    # position-awareness checks added to both. ROPE-3 holds: the identity keeps norms.
     return _placed(Identity(c.head_dim), c)
 
 
@@ -941,47 +938,59 @@ def rope_positions_wrap_every_1024(c):
     return _rope(WrapsEvery1024, c)
 
 
+class TurnsBackwards(SteppedRotary):
+    def trig(self, angles):
+        return angles.cos(), -angles.sin()
+
+
+@mutant("rope_concatenated")
+def rope_concatenated_turning_backwards(c):
+    """004 §3.2's [even, odd] output layout with each pair turned by −p·θ"""
+    # ROPE-13's subjects now are 004's code alone; this keeps its permutation spec able to fail.
+    return _rope(TurnsBackwards, c, layout="concatenated")
+
+
 # ============================================================ what must kill each mutant
 
-_VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8, ROPE-13)"
+_VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8)"
 _RELATIVE = "logits depend on absolute positions: ROPE-4 and its consequences far out (ROPE-10a), in half precision (ROPE-11) and in attention (ATT-4)"
 
 #: The claims each mutant fails: exactly these (tests/test_mutants.py). Where a set holds more than
 #: the defect's own claim, :data:`WHY` says which other claims the mathematics forces to fail.
 EXPECTED_CLAIMS: dict[str, set[str]] = {
     "rope_half_split_cache_on_interleaved_pairs": {
-        "ROPE-1", "ROPE-2", "ROPE-3", "ROPE-4", "ROPE-8", "ROPE-10a", "ROPE-11", "ROPE-13", "ATT-4"},
+        "ROPE-1", "ROPE-2", "ROPE-3", "ROPE-4", "ROPE-8", "ROPE-10a", "ROPE-11", "ATT-4"},
     "rope_concatenated_on_q_only": {"ROPE-1", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
-    "multihead_rope_angles_from_d_model": {"ROPE-7", "ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
-    "hybrid_rotating_across_heads": {"HYB-1"},
+    "multihead_rope_angles_from_d_model": {"ROPE-7", "ROPE-2", "ROPE-1", "ROPE-8"},
+    "hybrid_rotating_across_heads": {"ROPE-7"},
     "dynamic_scaled_positions_never_reach_rotation": {"DYN-1", "DYN-2", "DYN-3"},
-    "rope_angles_in_bf16": {"ROPE-11", "ROPE-4", "ROPE-1", "ROPE-8", "ROPE-13"},
-    "rope_angles_in_fp16": {"ROPE-11", "ROPE-4", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_angles_in_bf16": {"ROPE-11", "ROPE-4", "ROPE-1", "ROPE-8"},
+    "rope_angles_in_fp16": {"ROPE-11", "ROPE-4", "ROPE-1", "ROPE-8"},
     "rope_output_in_angle_dtype": {"contract"},
-    "rope_cache_truncated_past_max_len": {"ROPE-1", "ROPE-8", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
-    "rope_cache_identity_past_max_len": {"ROPE-1", "ROPE-8", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_cache_truncated_past_max_len": {"ROPE-1", "ROPE-8", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_cache_identity_past_max_len": {"ROPE-1", "ROPE-8", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
     "rope_cache_kept_from_first_dtype": {"ROPE-9"},
     "rope_cache_wraps_negative_positions": {"contract"},
     "rope_table_index_error_past_max_len": {"contract"},
     "rope_offset_ignored": {"PATH-1", "PATH-2", "contract"},
     "rope_per_batch_positions_ignored": {"ROPE-1", "ROPE-4"},
-    "rope_positions_start_at_one": {"ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_positions_start_at_one": {"ROPE-1", "ROPE-8"},
     "rope_positions_truncated_to_seq_len": {"contract"},
-    "rope_k_position_off_by_one": {"ROPE-1", "ROPE-13"},
-    "rope_k_rotated_backwards": {"ROPE-1", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
-    "rope_k_half_split_layout": {"ROPE-1", "ROPE-13", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
-    "rope_sin_cos_swapped": {"ROPE-1", "ROPE-2", "ROPE-8", "ROPE-13"},
+    "rope_k_position_off_by_one": {"ROPE-1"},
+    "rope_k_rotated_backwards": {"ROPE-1", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_k_half_split_layout": {"ROPE-1", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_sin_cos_swapped": {"ROPE-1", "ROPE-2", "ROPE-8"},
     "rope_base_ignores_config": {"ROPE-2"},
-    "rope_linear_frequency_schedule": {"ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
-    "partial_rope_frequencies_from_head_dim": {"ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_linear_frequency_schedule": {"ROPE-2", "ROPE-1", "ROPE-8"},
+    "partial_rope_frequencies_from_head_dim": {"ROPE-2", "ROPE-1", "ROPE-8"},
     "rope_backward_rotates_forward": {"contract"},
-    "rope_inv_freq_trainable": {"ROPE-5", "PATH-3", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_inv_freq_trainable": {"ROPE-5", "PATH-3", "ROPE-1", "ROPE-8"},
     "rope_accepts_integer_input": {"contract"},
     "rope_without_rank_check": {"contract"},
     "multihead_rope_without_divisibility_check": {"ATT-5"},
-    "rope_linear_scaled_twice": {"ROPE-14", "ROPE-2", "ROPE-1", "ROPE-8", "ROPE-13"},
+    "rope_linear_scaled_twice": {"ROPE-14", "ROPE-2", "ROPE-1", "ROPE-8"},
     "rope_linear_scaled_with_attention_factor": {
-        "ROPE-3", "ROPE-10a", "ROPE-11", "ROPE-14", "ROPE-1", "ROPE-8", "ROPE-13"},
+        "ROPE-3", "ROPE-10a", "ROPE-11", "ROPE-14", "ROPE-1", "ROPE-8"},
     "attention_rotates_values": {"ROPE-6", "ATT-1", "ATT-2", "ATT-4"},
     "attention_softmax_over_queries": {"ATT-2", "ATT-1"},
     "attention_scaled_by_d_model": {"ATT-2", "ATT-1"},
@@ -992,17 +1001,18 @@ EXPECTED_CLAIMS: dict[str, set[str]] = {
     "dynamic_mix_half_half": {"DYN-3", "DYN-1"},
     "dynamic_scaled_positions_rounded": {"DYN-2", "DYN-1"},
     "dynamic_scale_read_with_item": {"DYN-2"},
-    "hybrid_table_never_added": {"HYB-1", "ABS-2"},
+    "hybrid_table_never_added": {"ABS-2", "ATT-4"},
     "learnable_clamps_past_max_len": {"ABS-2"},
     "learnable_table_frozen": {"ABS-1"},
     "sinusoidal_sin_cos_swapped": {"ABS-3", "ABS-4"},
-    "sinusoidal_table_in_bf16": {"ABS-3", "ABS-4", "ABS-5"},
+    "sinusoidal_table_in_bf16": {"ABS-3", "ABS-4"},
     "sinusoidal_precomputed_table": {"ABS-6"},
     "sinusoidal_offset_ignored": {"ABS-5", "contract"},
     "learnable_reads_next_row": {"ABS-1"},
     "linear_attention_without_rotation": {"LIN-2"},
-    "rope_claims_without_rotation_ignoring_positions": {"ROPE-4", "ATT-4"},
-    "rope_positions_wrap_every_1024": {"ROPE-1", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_ignoring_positions": {"ROPE-1", "ROPE-2", "ROPE-4", "ROPE-7", "ROPE-8", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_positions_wrap_every_1024": {"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_concatenated_turning_backwards": {"ROPE-1", "ROPE-2", "ROPE-8", "ROPE-13"},
 }
 
 #: Why a set holds more than one claim.
@@ -1049,10 +1059,15 @@ WHY: dict[str, str] = {
     "linear_attention_k_unrotated": "LIN-2 is the claim that linear attention keeps ATT-4",
     "dynamic_mix_half_half": "the 0.5 : 0.5 mix is the wrong formula (DYN-3) at any positions (DYN-1)",
     "dynamic_scaled_positions_rounded": "rounding s·p cuts the gradient (DYN-2) and moves the positions (DYN-1)",
-    "hybrid_table_never_added": "without the table there is no table limit (ABS-2) to inherit (HYB-1)",
+    "hybrid_table_never_added": "without the table there is no table limit (ABS-2), and plain RoPE keeps the "
+    "shift invariance the hybrid's table breaks (ATT-4, both cross-checks)",
     "sinusoidal_sin_cos_swapped": "the table is not the formula (ABS-3), near or far (ABS-4)",
-    "sinusoidal_table_in_bf16": "a bf16 table is not the formula (ABS-3, ABS-4), and its rounding breaks the exact "
-    "offset structure (ABS-5)",
+    "sinusoidal_table_in_bf16": "a bf16 table is not the formula (ABS-3), near or far (ABS-4)",
+    "rope_ignoring_positions": "no rotation at all: the formula (ROPE-1, ROPE-8), θ (ROPE-2), equal heads "
+    "(ROPE-7), and no position reaches the logits (ROPE-4, far out in ROPE-10a and ROPE-11, and ATT-4)",
+    "rope_concatenated_turning_backwards": "R_(−p) in the declared layout: not the formula (ROPE-1, ROPE-8), not "
+    "the formula up to 004's permutation (ROPE-13), at the rate −θ (ROPE-2); offsets and norms hold",
+    "rope_positions_wrap_every_1024": "past 1024 the map is R_(p mod 1024): " + _VALUE_WRONG + ", and " + _RELATIVE,
     "sinusoidal_offset_ignored": "the offset path ignores the offset (ABS-5's shifted logits), and a negative "
     "offset is silently ignored (the contract's silent garbage)",
 }

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.xdist_group("ecosystem")
 ROOT = Path(__file__).resolve().parents[1]
 SURPRISES = {"unexpectedly failing", "crashed", "failing and crashed", "timed out", "unexpectedly holds", "blocked"}
 #: (encoder, claim) cells that must read FAIL: the upstream defects above, and nothing else.
-_HALF_PRECISION_POSITIONS = {"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-11", "ROPE-13"}
+_HALF_PRECISION_POSITIONS = {"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-11"}
 KNOWN_DEFECTS = {
     ("hf_dynamic", "ROPE-9"), ("torchtune_rope", "contract"),
     *{("ret_rope", claim) for claim in _HALF_PRECISION_POSITIONS | {"ROPE-9", "contract"}},

@@ -208,7 +208,15 @@ def test_every_mutant_is_killed(mutation_run, mutant):
     print("\n".join(f"{spec}: {message}" for spec, message in sorted(mutation_run.kills[mutant].items())))
 
 
-@pytest.mark.parametrize("spec", SPEC_NAMES)
+#: Specs that can only observe a refutation: every encoder their claim is about is declared to fail
+#: them, so a defect cannot read FAIL there; a fixed encoder would read XPASS (a strict expected failure).
+REFUTATION_ONLY = {
+    "test_output_equals_formula_elementwise": "ROPE-13 is about 004 §3.2's code, whose [even, odd] output is "
+                                              "not the formula element by element",
+}
+
+
+@pytest.mark.parametrize("spec", [s for s in SPEC_NAMES if s not in REFUTATION_ONLY])
 def test_every_spec_kills_a_mutant(mutation_run, spec):
     victims = mutation_run.victims(spec)
     states = Counter(o["state"] for o in mutation_run.outcomes if o["spec"] == spec)

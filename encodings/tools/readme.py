@@ -19,7 +19,10 @@ from posenc.harness.spec_index import spec_functions
 
 
 def matrix_markdown() -> str:
-    return render_markdown(declared_matrix(BUILTIN_RECORDS), roles(BUILTIN_RECORDS))
+    from posenc.harness.published_records import PUBLISHED_RECORDS
+
+    records = (*BUILTIN_RECORDS, *PUBLISHED_RECORDS)
+    return render_markdown(declared_matrix(records), roles(records))
 
 
 def specs_by_claim_markdown() -> str:
@@ -69,7 +72,17 @@ def findings_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"matrix": matrix_markdown, "findings": findings_markdown, "specs-by-claim": specs_by_claim_markdown}
+def fixes_markdown() -> str:
+    """Every change made to the published snippets, with the error the published line raises."""
+    from posenc.encoders.published import doc000, doc004
+
+    lines = ["| snippet | class | change (a `FIX` line) | the published line raises |", "|---|---|---|---|"]
+    lines += [f"| {s} | `{c}` | {change} | `{error}` |" for s, c, change, error in doc000.FIXES + doc004.FIXES]
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {"matrix": matrix_markdown, "fixes": fixes_markdown, "findings": findings_markdown,
+            "specs-by-claim": specs_by_claim_markdown}
 README = Path("README.md")
 
 

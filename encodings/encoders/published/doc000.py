@@ -34,6 +34,8 @@ FIXES = (
 
 # §2.1
 class LearnablePositionalEmbedding(nn.Module):
+    """000 §2.1 as published: a trainable ``max_seq_len × embed_dim`` table added at ``arange(seq)``."""
+
     def __init__(self, max_seq_len, embed_dim):
         super().__init__()
         self.pe = nn.Embedding(max_seq_len, embed_dim)
@@ -64,6 +66,8 @@ class SinusoidalAdded(nn.Module):
 
 # §3.2
 class RotaryPositionEmbedding(nn.Module):
+    """000 §3.2 as published (cache width fixed): complex multiplication, a fixed 2048-row sin/cos cache."""
+
     def __init__(self, dim, max_seq_len=2048, fixed=True):
         super().__init__()
         inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
@@ -88,6 +92,8 @@ class RotaryPositionEmbedding(nn.Module):
 
 # §3.3
 class AttentionWithRoPE(nn.Module):
+    """000 §3.3 as published: q, k, v as ``(batch, seq, heads, d)``, RoPE on q and k, ``q @ kᵀ`` and softmax."""
+
     def __init__(self, dim, num_heads=8):
         super().__init__()
         self.num_heads = num_heads
@@ -115,6 +121,8 @@ class AttentionWithRoPE(nn.Module):
 
 # §5.1
 class HybridPositionEncoding(nn.Module):
+    """000 §5.1 as published (the RoPE's ``head_dim`` defined): learnable table, then RoPE across d_model."""
+
     def __init__(self, dim, max_seq_len, fixed=True):
         super().__init__()
         self.learnable = LearnablePositionalEmbedding(max_seq_len, dim)
@@ -133,6 +141,8 @@ class HybridPositionEncoding(nn.Module):
 
 # §5.2
 class LinearAttentionWithRoPE(nn.Module):
+    """000 §5.2 as published (``to_qkv`` defined): rotate, feature map, softmax of k over the sequence."""
+
     def __init__(self, dim, num_heads=8, fixed=True):
         super().__init__()
         self.num_heads = num_heads
@@ -162,6 +172,8 @@ class LinearAttentionWithRoPE(nn.Module):
 
 # §5.3
 class DynamicPositionEncoding(nn.Module):
+    """000 §5.3 as published (shape read fixed): ``0.7·RoPE(x) + 0.3·RoPE(x, seq_len=max(s·p) + 1)``."""
+
     def __init__(self, dim, max_seq_len=2048, fixed=True):
         super().__init__()
         self.dim = dim
@@ -228,15 +240,15 @@ class _PublishedAttention:
 
 
 class AttentionWithRoPEAdapter(_PublishedAttention, AttentionWithRoPE):
-    pass
+    """000 §3.3's attention with the harness's ``attend`` (harness adapter)."""
 
 
 class LinearAttentionWithRoPEAdapter(_PublishedAttention, LinearAttentionWithRoPE):
-    pass
+    """000 §5.2's linear attention with the harness's ``attend`` (harness adapter)."""
 
 
 class DynamicPositionEncodingAdapter(DynamicPositionEncoding):
-    """The published ``forward(x, positions=None)``; a start offset becomes the positions it stands for."""
+    """000 §5.3's ``forward(x, positions=None)``; a start offset becomes the positions it stands for."""
 
     def forward(self, x, positions=None, *, offset=0):
         if positions is None and offset:
