@@ -12,6 +12,8 @@ This module is the public face: the names plug-in files and users import.
 """
 
 from .encoders import (
+    ALiBiAttention,
+    ALiBiBias,
     LAYOUTS,
     CompiledRotaryEmbedding,
     CosSinRotaryEmbedding,
@@ -49,6 +51,7 @@ from .harness.records import (
 from .harness.registry import get, load_plugin, records, register, unregister
 
 __all__ = [
+    "ALiBiAttention", "ALiBiBias",
     "CLAIMS", "CONTRACT", "ClaimViolation", "CompiledRotaryEmbedding", "CosSinRotaryEmbedding", "DEFAULT_TOLERANCES",
     "FLOAT64_THROUGH_FP32_ANGLES", "HOLDS", "LAYOUTS", "XPosRotaryEmbedding", "apply_rotary_cos_sin",
     "tolerances_for_angles", "xpos_scale",

@@ -14,6 +14,8 @@ import torch
 
 from specs import support as s
 
+TENSOR_KINDS = ("additive", "rotary", "attention")  # a bias takes positions, not x: test_alibi
+
 CONTRACT = "contract"
 NEGATIVE = ("negative", "non-negative", ">= 0", "≥ 0")
 
@@ -22,7 +24,7 @@ def _call(record, module, x, positions=None, **kwargs):
     return module(x, positions, **kwargs)
 
 
-@pytest.mark.claim(CONTRACT)
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS)
 def test_output_keeps_shape_dtype_device(record, dtype, device):
     module = s.build(record, dtype, device)
     x = s.randn(s.input_shape(record, 2, 5), seed=1, dtype=dtype, device=device)
@@ -73,14 +75,14 @@ def _not_the_rotation_at(record, x, positions):
     return check
 
 
-@pytest.mark.claim(CONTRACT)
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS)
 def test_rejects_non_float_input(record):
     module = s.build(record)
     x = torch.ones(s.input_shape(record, 1, 4), dtype=torch.int64)
     _expect_error(record, "int64 input", lambda: _call(record, module, x), ("float", "dtype"))
 
 
-@pytest.mark.claim(CONTRACT)
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS)
 def test_rejects_wrong_rank(record):
     module = s.build(record)
     x = s.randn((1, *s.input_shape(record, 1, 4)), seed=0)
@@ -88,7 +90,7 @@ def test_rejects_wrong_rank(record):
                   ("rank", "dimension", "dims", "shape"))
 
 
-@pytest.mark.claim(CONTRACT, requires=lambda r: r.positions != "none")  # no positions to check
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.positions != "none")  # no positions to check
 def test_rejects_positions_of_wrong_shape(record):
     module = s.build(record)
     x = s.randn(s.input_shape(record, 2, 4), seed=0)
@@ -97,7 +99,7 @@ def test_rejects_positions_of_wrong_shape(record):
                   ("shape", "length", "size"), garbage=lambda out: "the positions were sliced or ignored")
 
 
-@pytest.mark.claim(CONTRACT, requires=lambda r: r.positions != "none")  # no positions to check
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.positions != "none")  # no positions to check
 def test_rejects_negative_positions(record):
     module = s.build(record)
     x = s.randn(s.input_shape(record, 1, 4), seed=0)
@@ -109,7 +111,7 @@ def test_rejects_negative_positions(record):
                       garbage=_not_the_rotation_at(record, x, torch.arange(-1, 3)))
 
 
-@pytest.mark.claim(CONTRACT, requires=lambda r: r.table_limited and r.positions != "none")
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.table_limited and r.positions != "none")
 def test_positions_past_a_table_name_the_limit(record):
     """A table that stops at ``max_len`` must say so past its end. An answer instead of an error is
     ABS-2's to report where ABS-2 applies (one defect, one claim); here only the message is judged."""

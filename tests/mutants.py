@@ -24,6 +24,7 @@ from torch import nn
 
 import posenc
 from posenc import (
+    ALiBiBias,
     BuildConfig,
     DynamicPositionalEncoding,
     HybridPositionalEncoding,
@@ -950,6 +951,59 @@ def rope_concatenated_turning_backwards(c):
     return _rope(TurnsBackwards, c, layout="concatenated")
 
 
+# ============================================================ ALiBi (the length experiment's baseline)
+
+
+class BiasOfQueryPosition(ALiBiBias):
+    def forward(self, q_positions, k_positions=None, *, dtype=torch.float32):
+        bias = super().forward(q_positions, k_positions, dtype=dtype)
+        q = q_positions.to(dtype)
+        return bias - 1e-3 * self.slopes.to(dtype)[:, None, None] * q[None, :, None]  # a term in m alone
+
+
+@mutant("alibi")
+def alibi_bias_depends_on_the_query_position(c):
+    """ALiBi with a small extra term in the query's absolute position"""
+    return _placed(BiasOfQueryPosition(c.n_heads), c)
+
+
+@mutant("alibi")
+def alibi_without_causal_mask(c):
+    """ALiBi built non-causal: −m_h·|m − n| and no mask on later keys"""
+    # The non-causal (encoder) variant of the authors' code used in a decoder.
+    return _placed(ALiBiBias(c.n_heads, causal=False), c)
+
+
+class SlopesOneOverHead(ALiBiBias):
+    def __init__(self, n_heads):
+        super().__init__(n_heads)
+        self.slopes = 1.0 / torch.arange(1, n_heads + 1, dtype=torch.float64)
+
+    def _apply(self, fn, *args, **kwargs):
+        return nn.Module._apply(self, fn, *args, **kwargs)
+
+
+@mutant("alibi")
+def alibi_slopes_one_over_head(c):
+    """ALiBi with slopes 1/h instead of the paper's geometric 2^(−8h/n)"""
+    return _placed(SlopesOneOverHead(c.n_heads), c)
+
+
+class BiasWithoutChecks(ALiBiBias):
+    def forward(self, q_positions, k_positions=None, *, dtype=torch.float32):
+        q = q_positions.reshape(-1).to(torch.float64)
+        k = q if k_positions is None else k_positions.reshape(-1).to(torch.float64)
+        distance = q[:, None] - k[None, :]
+        bias = -self.slopes[:, None, None] * distance
+        return bias.masked_fill(distance < 0, float("-inf")).to(dtype)
+
+
+@mutant("alibi")
+def alibi_positions_unchecked(c):
+    """ALiBi that flattens any positions and accepts fractional and negative ones"""
+    return _placed(BiasWithoutChecks(c.n_heads), c)
+
+
 # ============================================================ what must kill each mutant
 
 _VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8)"
@@ -997,11 +1051,11 @@ EXPECTED_CLAIMS: dict[str, set[str]] = {
     "attention_causal_mask_off_by_one": {"ATT-3", "ATT-1", "ATT-2"},
     "attention_declared_causal_without_mask": {"ATT-3", "ATT-1", "ATT-2"},
     "linear_attention_without_feature_map": {"LIN-2"},
-    "linear_attention_k_unrotated": {"LIN-2", "ATT-4"},
+    "linear_attention_k_unrotated": {"LIN-2"},
     "dynamic_mix_half_half": {"DYN-3", "DYN-1"},
     "dynamic_scaled_positions_rounded": {"DYN-2", "DYN-1"},
     "dynamic_scale_read_with_item": {"DYN-2"},
-    "hybrid_table_never_added": {"ABS-2", "ATT-4"},
+    "hybrid_table_never_added": {"ABS-2"},
     "learnable_clamps_past_max_len": {"ABS-2"},
     "learnable_table_frozen": {"ABS-1"},
     "sinusoidal_sin_cos_swapped": {"ABS-3", "ABS-4"},
@@ -1010,9 +1064,13 @@ EXPECTED_CLAIMS: dict[str, set[str]] = {
     "sinusoidal_offset_ignored": {"ABS-5", "contract"},
     "learnable_reads_next_row": {"ABS-1"},
     "linear_attention_without_rotation": {"LIN-2"},
-    "rope_ignoring_positions": {"ROPE-1", "ROPE-2", "ROPE-4", "ROPE-7", "ROPE-8", "ROPE-10a", "ROPE-11", "ATT-4"},
-    "rope_positions_wrap_every_1024": {"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_ignoring_positions": {"ROPE-1", "ROPE-2", "ROPE-4", "ROPE-8", "ATT-4"},
+    "rope_positions_wrap_every_1024": {"ROPE-1", "ROPE-4", "ROPE-8"},
     "rope_concatenated_turning_backwards": {"ROPE-1", "ROPE-2", "ROPE-8", "ROPE-13"},
+    "alibi_bias_depends_on_the_query_position": {"ALIBI-1"},
+    "alibi_without_causal_mask": {"ALIBI-2"},
+    "alibi_slopes_one_over_head": {"ALIBI-3"},
+    "alibi_positions_unchecked": {"contract"},
 }
 
 #: Why a set holds more than one claim.
@@ -1036,8 +1094,6 @@ WHY: dict[str, str] = {
     "rope_per_batch_positions_ignored": "rows other than the first are rotated at the wrong positions (ROPE-1), so "
     "their logits follow the first row's offsets (ROPE-4)",
     "rope_positions_start_at_one": "f(x, p) = R_(p+1) x: " + _VALUE_WRONG + "; offsets and θ (a rate) hold",
-    "rope_k_position_off_by_one": "k's side is not R_n k (ROPE-1) and the scores differ from the formula's "
-    "(ROPE-13); logits stay a function of m − n (shifted by one), so ROPE-4 holds",
     "rope_k_rotated_backwards": "k's side is not R_n k (ROPE-1, ROPE-13), and " + _RELATIVE,
     "rope_k_half_split_layout": "k's side is not in the declared layout (ROPE-1, ROPE-13), and " + _RELATIVE,
     "rope_sin_cos_swapped": "the map turns by π/2 − pθ: backwards, at the rate −θ (ROPE-2); " + _VALUE_WRONG,
@@ -1056,18 +1112,17 @@ WHY: dict[str, str] = {
     "attention_causal_mask_off_by_one": "a later token is attended (ATT-3): the weights (ATT-2) and the output "
     "(ATT-1) are not those of masked attention",
     "attention_declared_causal_without_mask": "as the mask off by one",
-    "linear_attention_k_unrotated": "LIN-2 is the claim that linear attention keeps ATT-4",
     "dynamic_mix_half_half": "the 0.5 : 0.5 mix is the wrong formula (DYN-3) at any positions (DYN-1)",
     "dynamic_scaled_positions_rounded": "rounding s·p cuts the gradient (DYN-2) and moves the positions (DYN-1)",
-    "hybrid_table_never_added": "without the table there is no table limit (ABS-2), and plain RoPE keeps the "
-    "shift invariance the hybrid's table breaks (ATT-4, both cross-checks)",
     "sinusoidal_sin_cos_swapped": "the table is not the formula (ABS-3), near or far (ABS-4)",
     "sinusoidal_table_in_bf16": "a bf16 table is not the formula (ABS-3), near or far (ABS-4)",
-    "rope_ignoring_positions": "no rotation at all: the formula (ROPE-1, ROPE-8), θ (ROPE-2), equal heads "
-    "(ROPE-7), and no position reaches the logits (ROPE-4, far out in ROPE-10a and ROPE-11, and ATT-4)",
+    "rope_ignoring_positions": "no rotation at all: the formula (ROPE-1, ROPE-8) and θ (ROPE-2) fail, and no "
+    "position reaches the logits (ROPE-4's and ATT-4's awareness checks); the far-position checks compare the "
+    "encoder with itself, and an identity agrees with itself everywhere",
     "rope_concatenated_turning_backwards": "R_(−p) in the declared layout: not the formula (ROPE-1, ROPE-8), not "
     "the formula up to 004's permutation (ROPE-13), at the rate −θ (ROPE-2); offsets and norms hold",
-    "rope_positions_wrap_every_1024": "past 1024 the map is R_(p mod 1024): " + _VALUE_WRONG + ", and " + _RELATIVE,
+    "rope_positions_wrap_every_1024": "past 1024 the map is R_(p mod 1024): " + _VALUE_WRONG + ", and a batch "
+    "whose rows sit 9001 or 70 apart (no power of two) straddles the wrap: ROPE-4",
     "sinusoidal_offset_ignored": "the offset path ignores the offset (ABS-5's shifted logits), and a negative "
     "offset is silently ignored (the contract's silent garbage)",
 }

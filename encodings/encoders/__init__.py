@@ -7,15 +7,17 @@ harness live in :mod:`posenc.harness.builtin_records`.
 * :mod:`.absolute` - learnable table and sinusoidal encoding (000 §2);
 * :mod:`.rotary` - RoPE: real rotation in three layouts, complex form, per-head wrapper (000 §3, 004 §3, §7);
 * :mod:`.attention` - softmax and linear attention with RoPE (000 §3.3, §5.2; 004 §4-5);
+* :mod:`.alibi` - ALiBi's logit bias and attention (Press et al. 2022), the length experiment's baseline;
 * :mod:`.hybrid`, :mod:`.dynamic` - the documents' variants (000 §5.1, §5.3);
 * :mod:`.fused` - the interleaved rotation as one compiled kernel;
 * :mod:`.qk_rotary` - RoPE on q and k together: the cos/sin and pair protocols, xPos;
 * :mod:`.positions`, :mod:`.validation` - positions, angles and input checks shared by all;
-* :mod:`.published`, :mod:`.ecosystem`, :mod:`.scaling` - rooms for the documents' code as
-  published, adapters of other libraries, and frequency-scaling variants.
+* :mod:`.published`, :mod:`.scaling` - rooms for the documents' code as published
+  (``doc000``, ``doc004``) and frequency-scaling variants.
 """
 
 from .absolute import LearnablePositionalEmbedding, SinusoidalPositionalEncoding
+from .alibi import ALiBiAttention, ALiBiBias, alibi_slopes
 from .attention import LinearAttentionRoPE, RoPEAttention
 from .dynamic import DynamicPositionalEncoding
 from .fused import CompiledRotaryEmbedding
@@ -25,6 +27,7 @@ from .qk_rotary import CosSinRotaryEmbedding, XPosRotaryEmbedding, apply_rotary_
 from .rotary import LAYOUTS, MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
 
 __all__ = [
+    "ALiBiAttention", "ALiBiBias", "alibi_slopes",
     "CompiledRotaryEmbedding", "CosSinRotaryEmbedding", "DynamicPositionalEncoding", "HybridPositionalEncoding", "LAYOUTS",
     "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
     "RotaryEmbedding", "RotaryEmbeddingComplex", "SinusoidalPositionalEncoding", "angle_dtype",

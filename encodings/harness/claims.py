@@ -45,6 +45,14 @@ CLAIMS: dict[str, str] = {
     "DYN-3": "dynamic mixes 0.7 : 0.3; at scale 1 equals the base",
     "PERF-1": "forward time: learnable < sinusoidal < RoPE (V100 ms)",
     "PERF-2": "memory: learnable 3.8 MB, sinusoidal 0.2 MB, RoPE 1.5 MB",
+    # The length experiment (specs/claims.md): the documents' comparative claims about length.
+    "EXT-1": "trained at L: RoPE extrapolates better than sinusoidal, sinusoidal better than learnable",
+    "EXT-2": "trained at L: a learnable-table model cannot run past L at all",
+    "EXT-3": "trained at L: sinusoidal extrapolates partially (between learnable and RoPE)",
+    # The literature's ALiBi (Press et al. 2022), the experiment's baseline: not the documents' claims.
+    "ALIBI-1": "ALiBi's bias depends only on the offset q − k (literature)",
+    "ALIBI-2": "ALiBi's bias is causal: keys after the query are masked (literature)",
+    "ALIBI-3": "ALiBi's slopes follow the paper's geometric rule (literature)",
     # The harness's own additions (specs/claims.md): equivalent call paths agree.
     "PATH-1": "offset path = explicit positions (harness)",
     "PATH-2": "decoding against cached keys = full sequence (harness)",
@@ -52,6 +60,8 @@ CLAIMS: dict[str, str] = {
 }
 #: Claims the harness adds; the documents do not make them.
 HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3")
+#: Claims from the literature about a design the documents do not present (ALiBi, the baseline).
+LITERATURE_CLAIMS = ("ALIBI-1", "ALIBI-2", "ALIBI-3")
 
 #: The designs the documents present (an encoder record names the ones it implements).
 DESIGNS: dict[str, str] = {
@@ -64,6 +74,7 @@ DESIGNS: dict[str, str] = {
     "hybrid": "learnable table, then RoPE (000 §5.1)",
     "dynamic": "0.7 : 0.3 mix of RoPE at p and at a learned s·p (000 §5.3)",
     "rope_linear_scaling": "RoPE's linear scaling variant: positions divided by s (004 §10.3)",
+    "alibi": "ALiBi, a linear bias on attention logits (Press et al. 2022): not in the documents",
 }
 _ROTARY_DESIGNS = ("rope", "rope_004_real", "rope_linear_scaling")
 
@@ -91,6 +102,10 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "DYN-1": ("dynamic",),
     "DYN-2": ("dynamic",),
     "DYN-3": ("dynamic",),
+    "EXT-1": ("rope_attention",),
+    "EXT-2": ("learnable",),
+    "EXT-3": ("sinusoidal",),
+    **{c: ("alibi",) for c in LITERATURE_CLAIMS},
     "PERF-1": ("learnable", "sinusoidal", "rope"),
     "PERF-2": ("learnable", "sinusoidal", "rope"),
     **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS},

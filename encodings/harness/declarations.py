@@ -32,7 +32,7 @@ NOT_ATTENTION_MODULE = {
 #: A correct RoPE on (batch, seq, heads, head_dim): every rotary claim holds.
 ROTARY_DEFAULTS = {
     **{c: HOLDS for c in CLAIMS},
-    **family(("ABS-", "LIN-", "HYB-", "DYN-"), "not a claim about this design"),
+    **family(("ABS-", "LIN-", "HYB-", "DYN-", "EXT-", "ALIBI-"), "not a claim about this design"),
     **NOT_ATTENTION_MODULE,
     **NOT_PERF,
     "ROPE-13": not_applicable("ROPE-13 is about 004 §3.2's code (the published_*_004 encoders)"),
@@ -44,6 +44,12 @@ NOT_ROTARY_PATHS = family(("PATH-",), "call paths are checked on rotary encoders
 ADDITIVE_DEFAULTS = {
     **{c: not_applicable("not a claim about absolute encodings") for c in CLAIMS},
     **NOT_ROTARY_PATHS,
+}
+
+#: ALiBi's bias (the length experiment's baseline): only its own claims and the contract.
+BIAS_DEFAULTS = {
+    **{c: not_applicable("a claim about the documents' designs; ALiBi is the experiment's baseline") for c in CLAIMS},
+    **{c: HOLDS for c in CLAIMS if c.startswith("ALIBI-")},
 }
 
 ATTENTION_DEFAULTS = {

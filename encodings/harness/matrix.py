@@ -25,7 +25,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from .claims import CLAIMS, CONTRACT, HARNESS_CLAIMS
+from .claims import CLAIMS, CONTRACT, HARNESS_CLAIMS, LITERATURE_CLAIMS
 
 _PRIORITY = ("failing and crashed", "crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "undecided",
              "holds", "excluded")
@@ -127,7 +127,9 @@ def declared_matrix(records) -> dict[str, dict[str, str]]:
     """The matrix a passing run must produce, rendered from the registry's declarations."""
     return {claim: {r.name: r.declared(claim).status for r in records} for claim in (CONTRACT, *CLAIMS)}
 
-HARNESS_NOTE = (f"\n{', '.join(HARNESS_CLAIMS)} are the harness's own requirements (equivalent call paths agree), "
+HARNESS_NOTE = (f"\n{', '.join(LITERATURE_CLAIMS)} are the literature's claims about ALiBi, the length experiment's "
+                "baseline. "
+                f"{', '.join(HARNESS_CLAIMS)} are the harness's own requirements (equivalent call paths agree), "
                 "not claims of the documents.\n")
 
 
@@ -141,7 +143,8 @@ def _markdown_table(matrix, keep) -> list[str]:
     for claim, row in matrix.items():
         cells = [(f"**{s}**" if s in SURPRISES else s) if keep(claim, e) else "" for e, s in row.items()]
         if any(cells):
-            label = f"{claim} (harness)" if claim in HARNESS_CLAIMS else claim
+            label = f"{claim} (harness)" if claim in HARNESS_CLAIMS else \
+                f"{claim} (literature)" if claim in LITERATURE_CLAIMS else claim
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 

@@ -24,6 +24,7 @@ def _on(module, config: BuildConfig):
     return module.to(device=config.device, dtype=config.dtype)
 
 
+_NO_OFFSET_PATH = not_applicable("the published code takes no positions: no offset path to compare")
 _UNCHECKED = "the published code checks no input: bad input fails deep inside torch with a message naming no limit"
 
 
@@ -96,6 +97,7 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         corrects="rope_complex",
         description="complex multiplication with a fixed 2048-row float32 sin/cos cache",
         claims=rotary_claims({
+            "PATH-1": _NO_OFFSET_PATH,
             "contract": _no_validation(_RANK),
             "ROPE-9": refuted(_CACHE_END),
             "ROPE-10a": refuted(_CACHE_END),
@@ -208,6 +210,7 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         corrects="rope_interleaved",
         description="get_rope_angles + apply_rope: outputs written as [even pairs' x′, odd pairs' x′]",
         claims=rotary_claims({
+            "PATH-1": _NO_OFFSET_PATH,
             "contract": _no_validation(_NON_FLOAT, _RANK),
             "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
                                specs=("test_output_equals_formula_elementwise",)),
@@ -242,6 +245,7 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         corrects="rope_multihead",
         description="apply_rope on (batch, seq, heads, head_dim), angles from head_dim",
         claims=rotary_claims({
+            "PATH-1": _NO_OFFSET_PATH,
             "contract": _no_validation(_NON_FLOAT, _RANK),
             "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
                                specs=("test_output_equals_formula_elementwise",)),

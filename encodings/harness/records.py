@@ -20,7 +20,7 @@ from torch import nn
 
 from .claims import CLAIMS, CONTRACT, DESIGNS, is_subject
 
-Kind = Literal["additive", "rotary", "attention"]
+Kind = Literal["additive", "rotary", "attention", "bias"]
 Layout = Literal["bsd", "bshd"]
 Status = Literal["holds", "refuted", "n/a"]
 #: How a rotary encoder is called (see :class:`EncoderRecord`).
@@ -235,7 +235,9 @@ class EncoderRecord:
         (transformers, vLLM);
 
       positions given to ``pair`` and ``cos_sin`` are int64 of shape ``(batch, seq)``;
-    * ``attention``: also ``module.attend(q, k, v, positions=None, offset=0)`` on per-head tensors.
+    * ``attention``: also ``module.attend(q, k, v, positions=None, offset=0)`` on per-head tensors;
+    * ``bias``: ``module(q_positions, k_positions=None) -> (heads, q_len, k_len)``, a bias added to the
+      attention logits (ALiBi).
 
     ``positions="offset"``: the encoder takes ``module(x, offset=0)`` only (no explicit positions);
     the harness reaches explicit positions through that offset path, row by row or token by token.
@@ -278,8 +280,8 @@ class EncoderRecord:
     corrects: str = ""  # the published encoder this one corrects
 
     def __post_init__(self):
-        if self.kind not in ("additive", "rotary", "attention"):
-            raise ValueError(f"{self.name}: kind must be additive, rotary or attention, got {self.kind!r}")
+        if self.kind not in ("additive", "rotary", "attention", "bias"):
+            raise ValueError(f"{self.name}: kind must be additive, rotary, attention or bias, got {self.kind!r}")
         if self.input_layout not in ("bsd", "bshd"):
             raise ValueError(f"{self.name}: input_layout must be bsd or bshd, got {self.input_layout!r}")
         if self.protocol not in PROTOCOLS:
@@ -299,7 +301,7 @@ class EncoderRecord:
             raise ValueError(f"{self.name}: min_head_dim must be at least 2 and head_dim_multiple even, "
                              f"got {self.min_head_dim} and {self.head_dim_multiple}")
         if self.designs is None:
-            default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": ()}[self.kind]
+            default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": (), "bias": ()}[self.kind]
             object.__setattr__(self, "designs", default)
         unknown_designs = set(self.designs) - set(DESIGNS)
         if unknown_designs:
