@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: Rooms from the ground up; a module may import from its own rank or below.
 RANKS = {"posenc.encoders": 0, "posenc.harness": 1, "posenc": 2, "posenc.tools": 2, "posenc.ecosystem": 2,
+         "posenc.experiments": 2,
          "specs": 3, "tests": 4, "conftest": 4}
 #: Third-party libraries an encoder module may import besides torch (the ecosystem adapters, a room of
 #: their own above the face, import theirs).
