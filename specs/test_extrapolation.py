@@ -20,6 +20,7 @@ JSON, TensorBoard scalars and the loss-per-position image) go to ``profiles/extr
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def experiment() -> dict:
     if not _RESULTS:
         quick = os.environ.get("POSENC_EXPERIMENT", "") == "quick"
         config = ExperimentConfig.quick() if quick else ExperimentConfig()
-        _RESULTS.update(run_experiment(config, out_dir=OUT))
+        _RESULTS.update(run_experiment(config, out_dir=OUT, progress=sys.__stderr__))  # shown through capture
     return _RESULTS
 
 

@@ -56,7 +56,17 @@ def findings_markdown() -> str:
     from posenc.harness.registry import get
 
     lines = ["| claim | published code | verdict on the published code | the corrected design |", "|---|---|---|---|"]
+    experiment = {"ROPE-10b": "attention_rope_causal", "EXT-1": "attention_rope_causal", "EXT-2": "learnable",
+                  "EXT-3": "sinusoidal"}
     for claim in CLAIMS:
+        if claim in experiment:  # trained models, not a snippet's output
+            record = get(experiment[claim])
+            lines.append(f"| {claim} | — | decided by the length experiment (`-m slow`), which trains this project's "
+                         f"implementation of the design | `{record.name}`: {_cell(record, claim)} |")
+            continue
+        if claim.startswith(("ALIBI-", "PATH-")):
+            continue  # the literature's and the harness's own claims, not the documents'
+
         subjects = [r for r in PUBLISHED_RECORDS if set(r.designs) & set(SUBJECTS[claim])]
         if not subjects or claim in NOT_DECIDABLE:
             why = NOT_DECIDABLE.get(claim) or (
