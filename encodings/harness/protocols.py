@@ -67,6 +67,15 @@ class ProtocolSubject(nn.Module):
         return self.pair(x, x, p, p)[0]
 
 
+def _rows(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Explicit positions as ``(1 or batch, seq)`` rows, checked against x's ``(batch, seq)``."""
+    p = positions if positions.dim() == 2 else positions.unsqueeze(0)
+    if p.shape[-1] != x.shape[1] or p.shape[0] not in (1, x.shape[0]):
+        raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x's (batch, seq) "
+                         f"= {tuple(x.shape[:2])}")
+    return p
+
+
 class OffsetSubject(nn.Module):
     """An encoder that takes a start offset only (``module(x, offset=o)``), seen as
     ``f(x, positions=None, offset=0)``: explicit positions go through the library's own offset
@@ -79,10 +88,7 @@ class OffsetSubject(nn.Module):
     def forward(self, x, positions=None, offset=0):
         if positions is None:
             return self.library(x, offset=offset)
-        p = positions if positions.dim() == 2 else positions.unsqueeze(0)
-        if p.shape[-1] != x.shape[1] or p.shape[0] not in (1, x.shape[0]):
-            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x's (batch, seq) "
-                             f"= {tuple(x.shape[:2])}")
+        p = _rows(x, positions)
         rows = []
         for b in range(x.shape[0]):
             row = p[min(b, p.shape[0] - 1)]
@@ -126,10 +132,7 @@ class PrefixSubject(OffsetSubject):
         zero sequence, and the outputs are read back from there."""
         if positions is None:
             return self.library(x, offset=offset)
-        p = positions if positions.dim() == 2 else positions.unsqueeze(0)
-        if p.shape[-1] != x.shape[1] or p.shape[0] not in (1, x.shape[0]):
-            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x's (batch, seq) "
-                             f"= {tuple(x.shape[:2])}")
+        p = _rows(x, positions)
         if p.numel() and int(p.min()) < 0:
             raise ValueError(f"position {int(p.min())}: this encoder takes no positions, and a position below 0 "
                              "cannot be reached by a prefix")

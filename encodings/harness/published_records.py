@@ -40,6 +40,14 @@ _PERF1_CPU = ("decided on CPU (-m perf; a CUDA run shows its own): the published
 _CACHE_END = "the published sin/cos cache has 2048 rows: past them the published `view` raises"
 _HEADS_AXIS = "the published attention multiplies (batch, seq, heads, d) tensors: it attends across heads at each position"
 
+#: 004 §3.2's apply_rope, alone (§3.3) or in §7: a correct rotation written as [even, odd], no input checks.
+_APPLY_ROPE_004 = rotary_claims({
+    "PATH-1": _NO_OFFSET_PATH,
+    "contract": _no_validation(_NON_FLOAT, _RANK),
+    "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
+                       specs=("test_output_equals_formula_elementwise",)),
+})
+
 PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
     EncoderRecord(
         name="published_learnable",
@@ -209,12 +217,7 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         source="004 §3.1-3.3 (as published, applied to each head)",
         corrects="rope_interleaved",
         description="get_rope_angles + apply_rope: outputs written as [even pairs' x′, odd pairs' x′]",
-        claims=rotary_claims({
-            "PATH-1": _NO_OFFSET_PATH,
-            "contract": _no_validation(_NON_FLOAT, _RANK),
-            "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
-                               specs=("test_output_equals_formula_elementwise",)),
-        }),
+        claims=_APPLY_ROPE_004,
     ),
     EncoderRecord(
         name="published_attention_004",
@@ -244,11 +247,6 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         source="004 §7 (as published, two fixes to run)",
         corrects="rope_multihead",
         description="apply_rope on (batch, seq, heads, head_dim), angles from head_dim",
-        claims=rotary_claims({
-            "PATH-1": _NO_OFFSET_PATH,
-            "contract": _no_validation(_NON_FLOAT, _RANK),
-            "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
-                               specs=("test_output_equals_formula_elementwise",)),
-        }),
+        claims=_APPLY_ROPE_004,
     ),
 )
