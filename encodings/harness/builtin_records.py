@@ -69,6 +69,7 @@ _LINEAR = {
     "ATT-1": not_applicable("linear attention is not softmax attention by design"),
     "ATT-2": not_applicable("linear attention is not softmax attention by design"),
     "ATT-4": not_applicable("judged as LIN-2"),
+    "ROPE-6": not_applicable("judged on softmax attention, whose weights sum to 1 (a linear attention's need not)"),
     "LIN-1": HOLDS,
     "LIN-2": HOLDS,
 }
