@@ -28,6 +28,7 @@ VARIABLES = {
     "POSENC_MATRIX_DIR": "--matrix-dir",
     "POSENC_HYPOTHESIS_PROFILE": "--hypothesis-profile",
     "POSENC_FUSED_STRICT": "compile failures of rope_compiled raise (1, true, yes, on) or fall back (0, false, no, off)",
+    "POSENC_EXPERIMENT": "quick: -m slow runs the length experiment at its CI size (one seed, L = 16, a few steps)",
 }
 
 
