@@ -18,6 +18,8 @@ INTERLEAVED_FP32 = RotaryGeometry(layout="interleaved", angle_dtype=torch.float3
 CONCATENATED_FP32 = RotaryGeometry(layout="concatenated", angle_dtype=torch.float32)
 EXACT = (torch.float32, torch.float64)
 CACHE_ROWS = 2048  # 000 §3.2's max_seq_len default
+#: What every encoder built on 000 §3.2's RoPE shares: its 2048-row cache, base 10000, float32 angles.
+ON_000_ROPE = dict(max_position=CACHE_ROWS, fixed_base=True, geometry=INTERLEAVED_FP32, dtypes=EXACT)
 
 
 def _on(module, config: BuildConfig):
@@ -95,12 +97,9 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
     EncoderRecord(
         name="published_rope",
         build=lambda c: _on(doc000.RotaryPositionEmbedding(c.head_dim), c),
-        max_position=CACHE_ROWS,
-        fixed_base=True,
+        **ON_000_ROPE,
         kind="rotary",
         positions="none",
-        geometry=INTERLEAVED_FP32,
-        dtypes=EXACT,
         source="000 §3.2 (as published, cache width fixed)",
         corrects="rope_complex",
         description="complex multiplication with a fixed 2048-row float32 sin/cos cache",
@@ -118,12 +117,9 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
     EncoderRecord(
         name="published_attention",
         build=lambda c: _on(doc000.AttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
-        max_position=CACHE_ROWS,
-        fixed_base=True,
+        **ON_000_ROPE,
         kind="attention",
         input_layout="bsd",
-        geometry=INTERLEAVED_FP32,
-        dtypes=EXACT,
         source="000 §3.3 (as published, with 000 §3.2's RoPE)",
         corrects="attention_rope",
         description="q @ kᵀ on (batch, seq, heads, d): softmax over heads, not over the sequence",
@@ -139,15 +135,12 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
     EncoderRecord(
         name="published_hybrid",
         build=lambda c: _on(doc000.HybridPositionEncoding(c.d_model, c.max_len), c),
-        max_position=CACHE_ROWS,
-        fixed_base=True,
+        **ON_000_ROPE,
         kind="rotary",
         input_layout="bsd",
         positions="none",
         table_limited=True,
         designs=("hybrid",),
-        geometry=INTERLEAVED_FP32,
-        dtypes=EXACT,
         source="000 §5.1 (as published, RoPE's head_dim defined)",
         corrects="hybrid",
         description="learnable table, then one RoPE across all of d_model (no heads)",
@@ -162,13 +155,10 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
     EncoderRecord(
         name="published_linear_attention",
         build=lambda c: _on(doc000.LinearAttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
-        max_position=CACHE_ROWS,
-        fixed_base=True,
+        **ON_000_ROPE,
         kind="attention",
         input_layout="bsd",
         designs=("linear_attention",),
-        geometry=INTERLEAVED_FP32,
-        dtypes=EXACT,
         source="000 §5.2 (as published, to_qkv defined)",
         corrects="linear_attention_rope",
         description="rotate, Linear(d, 2d) feature map, softmax of k over the sequence, no normaliser",
@@ -186,12 +176,9 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
     EncoderRecord(
         name="published_dynamic",
         build=lambda c: _on(doc000.DynamicPositionEncodingAdapter(c.head_dim), c),
-        max_position=CACHE_ROWS,
-        fixed_base=True,
+        **ON_000_ROPE,
         kind="rotary",
         designs=("dynamic",),
-        geometry=INTERLEAVED_FP32,
-        dtypes=EXACT,
         source="000 §5.3 (as published, input shape read as x.shape[:2])",
         corrects="dynamic",
         description="0.7·RoPE(x) + 0.3·RoPE(x): positions and scale never reach the rotation",
