@@ -38,6 +38,7 @@ import math
 import multiprocessing
 import os
 import platform
+import shutil
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -849,14 +850,13 @@ def write_tensorboard(results: dict, logdir: Path, image) -> None:
     """Scalars ``extrapolation/<quantity>/<encoding>`` against the evaluation length (the training
     loss against the step) and ``extrapolation/rope_variants/<variant>``: one run per seed
     (``seed<k>``) and one for the mean over seeds (``mean``, with the loss-per-position image).
-    Event files already in those run folders are replaced."""
+    A rerun replaces the whole folder: no run of an earlier experiment (another seed count) is left."""
     from torch.utils.tensorboard import SummaryWriter
 
+    shutil.rmtree(logdir, ignore_errors=True)
     runs = results["runs"]
     seeds = sorted(next(iter(runs.values())))
     for run_name, chosen in [*((f"seed{s}", [s]) for s in seeds), ("mean", seeds)]:
-        for stale in (logdir / run_name).glob("events.out.tfevents.*"):  # a rerun replaces, not adds to, a run
-            stale.unlink()
         with SummaryWriter(log_dir=str(logdir / run_name)) as writer:
             for encoding, by_seed in runs.items():
                 picked = [by_seed[s] for s in chosen]
