@@ -26,12 +26,10 @@ from pathlib import Path
 import pytest
 
 from posenc.experiments import ExperimentConfig, run_experiment, verdicts
+from posenc.harness.declarations import EXPERIMENT_CELLS
 from specs import support as s
 
 OUT = Path(__file__).resolve().parents[1] / "profiles" / "extrapolation"
-#: The record whose cell carries each claim's verdict (the design the claim is about).
-CELLS = {"ROPE-10b": "attention_rope_causal", "EXT-1": "attention_rope_causal", "EXT-2": "learnable",
-         "EXT-3": "sinusoidal"}
 _RESULTS: dict = {}
 
 
@@ -61,7 +59,7 @@ def judge(claim: str) -> None:
 
 
 def _cell(claim):
-    return lambda record: record.name == CELLS[claim]
+    return lambda record: record.name == EXPERIMENT_CELLS[claim]
 
 
 @pytest.mark.slow

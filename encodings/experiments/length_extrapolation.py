@@ -595,17 +595,22 @@ def _refusals(results: dict, encoding: str) -> tuple[bool, dict]:
     return clear and bool(evidence), evidence
 
 
+def _stops_at_its_table(results: dict, encoding: str) -> Verdict:
+    """Holds iff ``encoding`` raises a ``ValueError`` naming ``max_len`` at every length > L and seed."""
+    rule = f"holds iff {encoding} raises ValueError naming max_len at every length > L and seed; else refuted"
+    if (missing := _missing(results, encoding)) is not None:
+        return missing
+    clear, evidence = _refusals(results, encoding)
+    return Verdict("holds" if clear else "refuted", rule, {"by_length": evidence})
+
+
 def learnable_cannot_run_past_table(results: dict) -> Verdict:
     """EXT-2: a learnable table cannot run past L at all.
 
     Holds iff the learnable model raises at every length > L for every seed, with the encoder's own
     clear error (a ``ValueError`` naming ``max_len``); refuted otherwise (it returned a loss, or
     failed with an unclear error)."""
-    rule = "holds iff every length > L at every seed raises ValueError naming max_len; else refuted"
-    if (missing := _missing(results, "learnable")) is not None:
-        return missing
-    clear, evidence = _refusals(results, "learnable")
-    return Verdict("holds" if clear else "refuted", rule, {"by_length": evidence})
+    return _stops_at_its_table(results, "learnable")
 
 
 def sinusoidal_is_medium(results: dict) -> Verdict:
@@ -654,11 +659,7 @@ def hybrid_inherits_table_limit(results: dict) -> Verdict:
 
     Holds iff the hybrid raises a ``ValueError`` naming ``max_len`` at every length > L for every
     seed; refuted otherwise."""
-    rule = "holds iff the hybrid raises ValueError naming max_len at every length > L and seed"
-    if (missing := _missing(results, "hybrid")) is not None:
-        return missing
-    clear, evidence = _refusals(results, "hybrid")
-    return Verdict("holds" if clear else "refuted", rule, {"by_length": evidence})
+    return _stops_at_its_table(results, "hybrid")
 
 
 def hybrid_long_range(results: dict) -> Verdict:

@@ -101,41 +101,23 @@ class OffsetSubject(nn.Module):
         return torch.cat(rows)
 
 
-class _ZeroPrefix(nn.Module):
-    """``f(x)`` (positions 0 … seq − 1) seen as ``f(x, offset=o)``: ``o`` zero tokens are put before
-    ``x`` and their outputs dropped. Exact for an encoder that treats every token on its own."""
-
-    def __init__(self, library: nn.Module):
-        super().__init__()
-        self.library = library
-
-    def forward(self, x, offset=0):
-        if offset < 0:
-            raise ValueError(f"offset {offset}: this encoder takes no positions, and a position below 0 "
-                             "cannot be reached by a prefix")
-        if offset == 0:
-            return self.library(x)
-        prefix = torch.zeros((x.shape[0], offset, *x.shape[2:]), dtype=x.dtype, device=x.device)
-        return self.library(torch.cat((prefix, x), dim=1))[:, offset:]
-
-
-class PrefixSubject(OffsetSubject):
+class PrefixSubject(nn.Module):
     """An encoder that takes ``x`` alone, as the documents' snippets do (positions ``0 … seq − 1``),
-    seen as ``f(x, positions=None, offset=0)``: position ``p`` is reached by a zero prefix of ``p``
-    tokens, so only per-token encoders (additive and rotary) can have ``positions="none"``."""
+    seen as ``f(x, positions=None, offset=0)``: each token is put at its position in a zero sequence
+    and its output read back from there (one call per row and group of distinct positions; an
+    offset is a zero prefix). Exact only for per-token encoders (additive and rotary)."""
 
     def __init__(self, record: EncoderRecord, library: nn.Module):
-        super().__init__(record, _ZeroPrefix(library))
+        super().__init__()
+        self.record, self.library = record, library
 
     def forward(self, x, positions=None, offset=0):
-        """One call per row and group of distinct positions: each token is put at its position in a
-        zero sequence, and the outputs are read back from there."""
-        if positions is None:
-            return self.library(x, offset=offset)
-        p = _rows(x, positions)
+        p = _positions(x, None, offset) if positions is None else _rows(x, positions)
         if p.numel() and int(p.min()) < 0:
             raise ValueError(f"position {int(p.min())}: this encoder takes no positions, and a position below 0 "
                              "cannot be reached by a prefix")
+        if positions is None and offset == 0:
+            return self.library(x)
         out = None
         for b in range(x.shape[0]):
             row = p[min(b, p.shape[0] - 1)].to(x.device)
@@ -148,7 +130,7 @@ class PrefixSubject(OffsetSubject):
                 index = row[taken]
                 z = torch.zeros((1, int(index.max()) + 1, *x.shape[2:]), dtype=x.dtype, device=x.device)
                 z[0, index] = x[b, taken]
-                y = self.library.library(z)[0, index]
+                y = self.library(z)[0, index]
                 if out is None:
                     out = torch.empty((*x.shape[:2], *y.shape[1:]), dtype=y.dtype, device=y.device)
                 out[b, taken] = y

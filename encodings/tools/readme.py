@@ -52,15 +52,14 @@ def findings_markdown() -> str:
     """The documents' verdicts: each claim's cells on the ``published_*`` encoders it is about, then
     what the corrected design (the record each one ``corrects``) changes."""
     from posenc.harness.claims import NOT_DECIDABLE, SUBJECTS
+    from posenc.harness.declarations import EXPERIMENT_CELLS
     from posenc.harness.published_records import PUBLISHED_RECORDS
     from posenc.harness.registry import get
 
     lines = ["| claim | published code | verdict on the published code | the corrected design |", "|---|---|---|---|"]
-    experiment = {"ROPE-10b": "attention_rope_causal", "EXT-1": "attention_rope_causal", "EXT-2": "learnable",
-                  "EXT-3": "sinusoidal"}
     for claim in CLAIMS:
-        if claim in experiment:  # trained models, not a snippet's output
-            record = get(experiment[claim])
+        if claim in EXPERIMENT_CELLS:  # trained models, not a snippet's output
+            record = get(EXPERIMENT_CELLS[claim])
             lines.append(f"| {claim} | — | decided by the length experiment (`-m slow`), which trains this project's "
                          f"implementation of the design | `{record.name}`: {_cell(record, claim)} |")
             continue

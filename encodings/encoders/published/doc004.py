@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .doc000 import offset_of
+
 FIXES = (
     ("004 §7", "MultiHeadRoPE", "angles from `head_dim` (the text computes them from `d_k = d_model`)",
      "RuntimeError: the size of tensor a (head_dim/2) must match the size of tensor b (d_model/2)"),
@@ -77,8 +79,6 @@ class Attention004(nn.Module):
 
     def attend(self, Q, K, V, positions=None, *, offset=0):
         """Per-head q, k, v ``(batch, seq, heads, d_k)``; ``offset`` shifts §3.1's positions (harness adapter)."""
-        from .doc000 import offset_of
-
         sin, cos = _sin_cos(Q.shape[1], self.d_k, offset_of(positions, offset, Q.shape[1]))
         sin, cos = sin.to(Q.device), cos.to(Q.device)
         heads = []
