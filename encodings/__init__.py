@@ -49,6 +49,7 @@ from .harness.records import (
     with_defaults,
 )
 from .harness.registry import get, load_plugin, records, register, unregister
+from .harness.states import State
 
 __all__ = [
     "ALiBiAttention", "ALiBiBias",
@@ -57,7 +58,7 @@ __all__ = [
     "tolerances_for_angles", "xpos_scale",
     "BuildConfig", "Declared", "DynamicPositionalEncoding", "EncoderRecord", "HybridPositionalEncoding",
     "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
-    "RotaryEmbedding", "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "Tolerance",
+    "RotaryEmbedding", "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "State", "Tolerance",
     "angle_dtype", "get", "inverse_frequencies", "load_plugin", "not_applicable", "records", "refuted",
     "register", "rotary_claims", "unregister", "with_defaults",
 ]

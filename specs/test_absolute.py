@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from specs import strategies as draws
 from specs import support as s
+from posenc.harness.states import State
 
 ADDITIVE = ("additive",)
 
@@ -116,7 +117,7 @@ def static_bytes(module) -> int:
 @pytest.mark.claim("ABS-6", kinds=ADDITIVE)
 def test_table_memory_against_max_len(record):
     small, large = (static_bytes(s.build(record, torch.float32, max_len=n)) for n in (512, 4096))
-    if record.declared("ABS-1").status == "holds":  # a learned table
+    if record.declared("ABS-1").status == State.HOLDS:  # a learned table
         expected = (4096 - 512) * s.SPEC_CONFIG.d_model * 4
         if large - small != expected:
             s.violated("table bytes do not grow linearly with max_len",

@@ -22,6 +22,7 @@ from posenc import CompiledRotaryEmbedding, RotaryEmbeddingComplex, get
 from posenc.harness import machine, profiling
 from posenc.harness.perf_rules import LINEAR_SLOPE_LIMIT, ROPE12_EQUIVALENCE, ROPE12_NOISE, ROPE12_OVERHEAD_LIMIT
 from specs import support as s
+from posenc.harness.states import State
 
 #: Memory: small d_model keeps the default run fast; the slope does not depend on it.
 MEMORY_LENGTHS, MEMORY_CONFIG = (128, 256, 512, 1024, 2048), dict(d_model=64, n_heads=4)
@@ -79,7 +80,7 @@ def test_linear_attention_time_is_linear_in_length(record, device, perf_session)
     memory-efficient kernel has O(n) memory but O(n²) time, so the time slope is what tells them apart."""
     slopes = {}
     lengths = LIN1_LENGTHS
-    if record.max_position is not None and record.max_position < max(lengths):  # a fixed cache: 4× shorter, still n ≫ d
+    if record.limits.max_position is not None and record.limits.max_position < max(lengths):  # a fixed cache: 4× shorter, still n ≫ d
         lengths = tuple(n // 4 for n in LIN1_LENGTHS)
     for name in dict.fromkeys((record.name, *REFERENCES)):
         times = time_curve(get(name), device, lengths, LIN1_CONFIG)
@@ -139,7 +140,7 @@ def test_rope_overhead_inside_attention_is_small(record, device, perf_session):
     fused = {n: profiling.ratio_interval(t["fused"], t["none"])[0] - 1 for n, t in samples.items()}
 
     def verdict_at(bar, low, high):
-        return "refuted" if low > bar + ROPE12_EQUIVALENCE else "holds" if high < bar - ROPE12_EQUIVALENCE else "undecided"
+        return State.REFUTED if low > bar + ROPE12_EQUIVALENCE else State.HOLDS if high < bar - ROPE12_EQUIVALENCE else State.UNDECIDED
 
     perf_session.note(f"ROPE-12 on {machine.device_name(device)}: {record.name}: complex-form RoPE overhead "
                       + ", ".join(f"n={n}: {o[0]:+.1%} (95% CI {o[1]:+.1%} … {o[2]:+.1%}; verdict at 5/10/20%: "

@@ -28,6 +28,7 @@ import pytest
 from posenc.experiments import ExperimentConfig, run_experiment, verdicts
 from posenc.harness.declarations import EXPERIMENT_CELLS
 from specs import support as s
+from posenc.harness.states import State
 
 OUT = Path(__file__).resolve().parents[1] / "profiles" / "extrapolation"
 _RESULTS: dict = {}
@@ -52,9 +53,9 @@ def judge(claim: str) -> None:
     if os.environ.get("POSENC_EXPERIMENT") == "quick":  # a smoke run of the code path decides nothing
         s.undecided(f"the quick run (one seed, a few steps) only exercises the code; it would read {verdict.outcome}",
                     **details)
-    if verdict.outcome == "refuted":
+    if verdict.outcome == State.REFUTED:
         s.violated(f"refuted by the length experiment ({len(experiment()['config']['seeds'])} seeds)", **details)
-    if verdict.outcome != "holds":
+    if verdict.outcome != State.HOLDS:
         s.undecided(f"{verdict.outcome} by the length experiment", **details)
 
 

@@ -32,10 +32,11 @@ import pytest
 import torch
 
 from posenc.ecosystem import support
+from posenc.harness.states import State
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
 ROOT = Path(__file__).resolve().parents[1]
-SURPRISES = {"unexpectedly failing", "crashed", "failing and crashed", "timed out", "unexpectedly holds", "blocked"}
+SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
 #: (encoder, claim) cells that must read FAIL: the upstream defects above, and nothing else.
 _HALF_PRECISION_POSITIONS = {"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-11"}
 KNOWN_DEFECTS = {
@@ -73,7 +74,7 @@ def test_known_defects_fail_and_nothing_else_is_red(ecosystem_run):
     verdicts, result, wall = ecosystem_run
     cells = {(encoder, claim): state for claim, row in verdicts["matrix"].items() for encoder, state in row.items()}
     red = {cell: state for cell, state in cells.items() if state in SURPRISES}
-    assert set(red) == KNOWN_DEFECTS and set(red.values()) == {"unexpectedly failing"}, red
+    assert set(red) == KNOWN_DEFECTS and set(red.values()) == {State.UNEXPECTEDLY_FAILING}, red
     assert result.returncode == 1
     print(f"ecosystem run: {len(verdicts['header']['encoders'])} encoders in {wall:.0f} s (-n 2)")
 
@@ -82,7 +83,7 @@ def test_each_known_defect_carries_a_reproducer(ecosystem_run):
     verdicts, _, _ = ecosystem_run
     for encoder, claim in KNOWN_DEFECTS:
         found = [o for o in verdicts["outcomes"]
-                 if (o["encoder"], o["claim"]) == (encoder, claim) and o["state"] == "unexpectedly failing"]
+                 if (o["encoder"], o["claim"]) == (encoder, claim) and o["state"] == State.UNEXPECTEDLY_FAILING]
         assert found and all("--plugin posenc.ecosystem" in o["reproducer"] and o["python"] for o in found), found
 
 
@@ -96,7 +97,7 @@ def test_positions_in_the_input_dtype_fail_in_half_precision_only(ecosystem_run)
     verdicts, _, _ = ecosystem_run
     for o in verdicts["outcomes"]:
         if o["encoder"] in ("ret_rope", "ret_interpolate") and o["claim"] in _HALF_PRECISION_POSITIONS | {"ROPE-14"} \
-                and o["state"] == "unexpectedly failing":
+                and o["state"] == State.UNEXPECTEDLY_FAILING:
             assert o["test_id"].endswith(("-bfloat16]", "-float16]")), o["test_id"]
 
 

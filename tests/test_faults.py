@@ -20,6 +20,7 @@ import torch
 
 import posenc
 from posenc.encoders import fused
+from posenc.harness.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A correct interleaved RoPE a fault is injected into; ``fault(x)`` runs first in every call.
@@ -103,7 +104,7 @@ def test_an_interrupted_run_says_so_and_keeps_the_last_complete_report(tmp_path,
     assert own["header"]["status"] == "interrupted"
     assert own["header"]["run_id"] != published["header"]["run_id"]
     cut_short = {row["interrupting_rope"] for row in own["matrix"].values()}
-    assert cut_short & {"holds (partial)", "not run"}, cut_short  # cells whose specs did not all run
+    assert cut_short & {State.HOLDS_PARTIAL, State.NOT_RUN}, cut_short  # cells whose specs did not all run
     assert report(reports / "verdicts.json") == published  # the complete report is untouched
     assert "run interrupted" in interrupted.stdout
 
@@ -113,8 +114,8 @@ def test_a_cell_whose_specs_did_not_all_run_is_partial(tmp_path):
                        matrix_dir=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:]
     matrix = report(tmp_path / "verdicts.json")["matrix"]
-    assert matrix["ROPE-3"]["rope_interleaved"] == "holds (partial)"  # its orthogonality spec was deselected
-    assert matrix["contract"]["rope_interleaved"] == "not run"
+    assert matrix["ROPE-3"]["rope_interleaved"] == State.HOLDS_PARTIAL  # its orthogonality spec was deselected
+    assert matrix["contract"]["rope_interleaved"] == State.NOT_RUN
     assert "ok*" in result.stdout
 
 
@@ -143,7 +144,7 @@ def test_a_hang_in_a_generated_example_times_out_too(tmp_path):
                        env={"POSENC_HYPOTHESIS_PROFILE": "ci"})
     assert time.monotonic() - start < 120, result.stdout[-2000:]
     states = {o["state"] for o in run_report(tmp_path / "reports")["outcomes"]}
-    assert "timed out" in states and states <= {"timed out", "blocked", "holds"}, states
+    assert State.TIMED_OUT in states and states <= {State.TIMED_OUT, State.BLOCKED, State.HOLDS}, states
 
 
 def test_a_hanging_encoder_times_out_and_the_run_goes_on(tmp_path):
@@ -155,12 +156,12 @@ def test_a_hanging_encoder_times_out_and_the_run_goes_on(tmp_path):
     assert result.returncode == 1
     data = report(tmp_path / "reports" / "verdicts.json")
     row = {claim: cells["hanging_rope"] for claim, cells in data["matrix"].items()}
-    judged = [state for state in row.values() if state not in ("n/a", "not run")]
-    assert judged.count("timed out") == 1 and set(judged) == {"timed out", "blocked"}, row  # the rest are skipped
-    timed_out = [o for o in data["outcomes"] if o["state"] == "timed out"]
+    judged = [state for state in row.values() if state not in (State.NA, State.NOT_RUN)]
+    assert judged.count(State.TIMED_OUT) == 1 and set(judged) == {State.TIMED_OUT, State.BLOCKED}, row  # the rest are skipped
+    timed_out = [o for o in data["outcomes"] if o["state"] == State.TIMED_OUT]
     assert len(timed_out) == 1 and timed_out[0]["message"] == "timeout: no result after 3 s"
-    assert {cells["rope_interleaved"] for cells in data["matrix"].values()} <= {"holds", "holds (partial)", "n/a",
-                                                                               "not run"}
+    assert {cells["rope_interleaved"] for cells in data["matrix"].values()} <= {State.HOLDS, State.HOLDS_PARTIAL, State.NA,
+                                                                               State.NOT_RUN}
 
 
 def test_a_grad_mode_leak_is_restored_and_blamed_on_its_encoder(tmp_path):
@@ -172,9 +173,9 @@ def test_a_grad_mode_leak_is_restored_and_blamed_on_its_encoder(tmp_path):
                        "-k", "learnable_adds or gradcheck or backward_is_the_inverse or rotation_matches",
                        matrix_dir=tmp_path)
     data = report(tmp_path / "verdicts.json")
-    assert data["matrix"]["ABS-1"]["learnable"] == "holds"
-    assert data["matrix"]["ROPE-1"]["rope_interleaved"] in ("holds", "holds (partial)")
-    assert data["matrix"]["contract"]["rope_interleaved"] in ("holds", "holds (partial)")
+    assert data["matrix"]["ABS-1"]["learnable"] == State.HOLDS
+    assert data["matrix"]["ROPE-1"]["rope_interleaved"] in (State.HOLDS, State.HOLDS_PARTIAL)
+    assert data["matrix"]["contract"]["rope_interleaved"] in (State.HOLDS, State.HOLDS_PARTIAL)
     crashes = [o["message"] for o in data["outcomes"] if o["encoder"] == "leaky_rope"]
     assert crashes and all(m.startswith(("RuntimeError: leaky forward", "GlobalStateLeak")) for m in crashes)
     # specs that call it with autograd on (gradcheck, backward) see the leak; no_grad blocks restore it themselves
@@ -201,11 +202,11 @@ def test_a_wrong_shape_encoder_is_blocked_by_the_contract_not_judged(tmp_path):
                        matrix_dir=tmp_path / "reports")
     data = report(tmp_path / "reports" / "verdicts.json")
     row = {claim: cells["narrow_rope"] for claim, cells in data["matrix"].items()}
-    assert row["contract"] == "unexpectedly failing"
-    assert row["ROPE-4"] == "blocked" and row["ATT-4"] == "blocked"
-    judged = {state for claim, state in row.items() if claim != "contract"} - {"n/a", "not run"}
-    assert judged == {"blocked"}, row
-    blocked = [o for o in data["outcomes"] if o["state"] == "blocked"]
+    assert row["contract"] == State.UNEXPECTEDLY_FAILING
+    assert row["ROPE-4"] == State.BLOCKED and row["ATT-4"] == State.BLOCKED
+    judged = {state for claim, state in row.items() if claim != "contract"} - {State.NA, State.NOT_RUN}
+    assert judged == {State.BLOCKED}, row
+    blocked = [o for o in data["outcomes"] if o["state"] == State.BLOCKED]
     assert all(o["message"] == "blocked by the contract: narrow_rope maps shape (2, 5, 4, 16) to (2, 5, 4, 14); "
                                "the output must keep the input's shape" for o in blocked)
     assert result.returncode == 1

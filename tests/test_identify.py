@@ -13,6 +13,7 @@ import torch
 import posenc
 from posenc.harness.protocols import build_subject
 from posenc.harness.identification import identify
+from posenc.harness.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = dict(d_model=64, n_heads=4, max_len=128)  # head_dim 16
@@ -162,6 +163,6 @@ def test_pytest_identify_runs_every_spec_against_what_a_bare_function_computes(t
     assert "frequencies:     default (base=500000)" in done.stdout
     matrix = __import__("json").loads((out / "verdicts.json").read_text())["matrix"]
     row = {claim: cells["identified_apply_rope"] for claim, cells in matrix.items()}
-    assert row.pop("contract") == "unexpectedly failing"
-    assert set(row.values()) <= {"holds", "refuted", "n/a"}, {c: s for c, s in row.items() if s not in ("holds", "n/a")}
-    assert row["ROPE-13"] == "refuted" and row["ROPE-4"] == "holds"
+    assert row.pop("contract") == State.UNEXPECTEDLY_FAILING
+    assert set(row.values()) <= {State.HOLDS, State.REFUTED, State.NA}, {c: s for c, s in row.items() if s not in (State.HOLDS, State.NA)}
+    assert row["ROPE-13"] == State.REFUTED and row["ROPE-4"] == State.HOLDS

@@ -8,6 +8,10 @@
   the standard library and ``posenc.encoders`` only.
 * **No room is a warehouse:** no module of the package or of the spec helpers holds more than
   20% of their lines.
+* **The hook layer is thin:** ``posenc.harness.pytest_plugin`` holds hooks that hand their work on,
+  at most :data:`HOOK_LAYER_LINES` lines.
+* **One state vocabulary:** no module spells a cell state as a string; they say
+  ``posenc.harness.states.State``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ RANKS = {"posenc.encoders": 0, "posenc.harness": 1, "posenc": 2, "posenc.tools":
 #: their own above the face, import theirs).
 ENCODER_LIBRARIES = {"torch"}
 LARGEST_SHARE = 0.20
+HOOK_LAYER_LINES = 250
+STATES_MODULE = "posenc.harness.states"
 
 
 def module_name(path: Path) -> str:
@@ -139,12 +145,42 @@ def test_no_module_holds_more_than_a_fifth_of_the_lines():
     assert counted[largest] <= LARGEST_SHARE * total, f"{largest}: {counted[largest]} of {total} lines"
 
 
+def test_the_hook_layer_is_thin():
+    lines = len(MODULES["posenc.harness.pytest_plugin"].read_text().splitlines())
+    assert lines <= HOOK_LAYER_LINES, f"pytest_plugin.py has {lines} lines; move work into the module that does it"
+
+
+def state_literals(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every plain string constant that spells a cell state."""
+    from posenc.harness.states import State
+
+    values = {state.value for state in State}
+    tree = ast.parse(source)
+    exported = {id(element) for node in tree.body if isinstance(node, ast.Assign)  # __all__ names functions
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                for element in ast.walk(node.value)}
+    return [(node.lineno, node.value) for node in ast.walk(tree) if id(node) not in exported
+            and isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in values]
+
+
+def test_no_module_spells_a_cell_state_as_a_string():
+    spelled = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for name, path in MODULES.items() if name != STATES_MODULE
+               for line, text in state_literals(path.read_text())]
+    assert spelled == [], "say posenc.harness.states.State instead:\n" + "\n".join(spelled)
+
+
 # ---------------------------------------------------------------- the test can fail
 
 def test_the_checks_catch_a_circle_an_upward_arrow_and_an_encoder_importing_the_harness():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
     assert RANKS[room("posenc.harness.registry")] > RANKS[room("posenc.encoders.rotary")]
     assert RANKS[room("specs.support")] > RANKS[room("posenc")]
+
+
+def test_the_state_check_finds_a_spelled_state_and_passes_the_enumeration():
+    spelled = "holds (par" + "tial)"  # not spelled here, where the check reads it
+    assert state_literals(f'if cell == "{spelled}":\n    pass\nx = "holds, mostly"') == [(1, spelled)]
+    assert state_literals("if cell == State.HOLDS_PARTIAL:\n    pass") == []
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -22,6 +22,7 @@ from posenc.encoders.alibi import ALiBiAttention, ALiBiBias, alibi_slopes
 from posenc.experiments import length_extrapolation as experiment
 from posenc.experiments.length_extrapolation import ExperimentConfig, MarkovChain, TinyLM, spread_order, verdicts
 from posenc.tools.extrapolation import parse_config
+from posenc.harness.states import State
 
 # ---------------------------------------------------------------- the chain
 
@@ -96,16 +97,16 @@ def outcome(claim: str, losses: dict) -> str:
 
 
 def test_spread_order_reaches_all_three_outcomes():
-    assert spread_order([1.0, 1.1], [1.2, 1.3]) == "holds"
-    assert spread_order([1.4, 1.5], [1.2, 1.3]) == "refuted"
-    assert spread_order([1.0, 1.25], [1.2, 1.3]) == "undecided"
+    assert spread_order([1.0, 1.1], [1.2, 1.3]) == State.HOLDS
+    assert spread_order([1.4, 1.5], [1.2, 1.3]) == State.REFUTED
+    assert spread_order([1.0, 1.25], [1.2, 1.3]) == State.UNDECIDED
 
 
 def test_rope_keeps_its_loss_holds_refuted_or_undecided_by_seed_agreement():
-    assert outcome("ROPE-10b", {"rope": FLAT}) == "holds"
-    assert outcome("ROPE-10b", {"rope": RISING}) == "refuted"
-    assert outcome("ROPE-10b", {"rope": [FLAT[0], RISING[0], FLAT[0]]}) == "undecided"
-    assert outcome("ROPE-10b", {"rope": [[1.0, 1.0, 1.0, 1.11]] * 3}) == "refuted"  # the 10% bar, at any k
+    assert outcome("ROPE-10b", {"rope": FLAT}) == State.HOLDS
+    assert outcome("ROPE-10b", {"rope": RISING}) == State.REFUTED
+    assert outcome("ROPE-10b", {"rope": [FLAT[0], RISING[0], FLAT[0]]}) == State.UNDECIDED
+    assert outcome("ROPE-10b", {"rope": [[1.0, 1.0, 1.0, 1.11]] * 3}) == State.REFUTED  # the 10% bar, at any k
     verdict = verdicts(table({**BASE, "rope": FLAT}))["ROPE-10b"]
     assert "1.1" in verdict.rule and verdict.evidence["ratios_by_seed"]["0"]["128"] == pytest.approx(1.08)
 
@@ -114,30 +115,30 @@ def test_extrapolation_ranking_uses_the_whole_seed_spread():
     better = [[1.0, 1.1, 1.2, 1.3], [1.0, 1.12, 1.22, 1.32]]
     worse = [[1.0, 1.5, 2.0, 3.0], [1.0, 1.6, 2.1, 3.1]]
     overlapping = [[1.0, 1.11, 1.5, 2.0], [1.0, 1.2, 1.6, 2.0]]
-    assert outcome("EXT-1", {"rope": better, "sinusoidal": worse}) == "holds"
-    assert outcome("EXT-1", {"rope": worse, "sinusoidal": better}) == "refuted"
-    assert outcome("EXT-1", {"rope": better, "sinusoidal": overlapping}) == "undecided"
+    assert outcome("EXT-1", {"rope": better, "sinusoidal": worse}) == State.HOLDS
+    assert outcome("EXT-1", {"rope": worse, "sinusoidal": better}) == State.REFUTED
+    assert outcome("EXT-1", {"rope": better, "sinusoidal": overlapping}) == State.UNDECIDED
     # sinusoidal against a learnable table that runs past L: the spread rule decides
     runs = {"rope": better, "sinusoidal": worse}
-    assert outcome("EXT-1", {**runs, "learnable": [[1.0, 1.0, 1.0, 1.0]] * 2}) == "refuted"
-    assert outcome("EXT-1", {**runs, "learnable": [[1.0, 9.0, 9.0, 9.0]] * 2}) == "holds"
+    assert outcome("EXT-1", {**runs, "learnable": [[1.0, 1.0, 1.0, 1.0]] * 2}) == State.REFUTED
+    assert outcome("EXT-1", {**runs, "learnable": [[1.0, 9.0, 9.0, 9.0]] * 2}) == State.HOLDS
     evidence = verdicts(table({**BASE, **runs}))["EXT-1"].evidence
     assert evidence["sinusoidal_better_than_learnable"]["by_length"]["32"]["losses"]["learnable"] == "raises"
 
 
 def test_learnable_cannot_run_past_its_table_holds_only_with_a_clear_error_everywhere():
-    assert outcome("EXT-2", {}) == "holds"
-    assert outcome("EXT-2", {"learnable": FLAT}) == "refuted"
-    assert outcome("EXT-2", {"learnable": [RAISES[0], FLAT[0], RAISES[0]]}) == "refuted"
+    assert outcome("EXT-2", {}) == State.HOLDS
+    assert outcome("EXT-2", {"learnable": FLAT}) == State.REFUTED
+    assert outcome("EXT-2", {"learnable": [RAISES[0], FLAT[0], RAISES[0]]}) == State.REFUTED
 
 
 def test_sinusoidal_is_medium_needs_finite_losses_and_a_place_between_rope_and_learnable():
     low, high = [[1.0, 1.1, 1.1, 1.1]] * 3, [[1.0, 2.0, 3.0, 4.0]] * 3
-    assert outcome("EXT-3", {"rope": low, "sinusoidal": high}) == "holds"
-    assert outcome("EXT-3", {"rope": high, "sinusoidal": low}) == "refuted"  # better than RoPE: not medium
-    assert outcome("EXT-3", {"rope": low, "sinusoidal": [[1.0, 2.0, math.inf, 4.0]] * 3}) == "refuted"
+    assert outcome("EXT-3", {"rope": low, "sinusoidal": high}) == State.HOLDS
+    assert outcome("EXT-3", {"rope": high, "sinusoidal": low}) == State.REFUTED  # better than RoPE: not medium
+    assert outcome("EXT-3", {"rope": low, "sinusoidal": [[1.0, 2.0, math.inf, 4.0]] * 3}) == State.REFUTED
     overlapping = [[1.0, 1.05, 3.0, 4.0], [1.0, 1.15, 3.0, 4.0], [1.0, 1.2, 3.0, 4.0]]  # RoPE's 1.1 inside at 2L
-    assert outcome("EXT-3", {"rope": low, "sinusoidal": overlapping}) == "undecided"
+    assert outcome("EXT-3", {"rope": low, "sinusoidal": overlapping}) == State.UNDECIDED
 
 
 def test_hybrid_verdicts_decide_what_the_experiment_can_and_say_why_not_for_the_rest():
@@ -145,22 +146,22 @@ def test_hybrid_verdicts_decide_what_the_experiment_can_and_say_why_not_for_the_
     better = [[0.9, "raises", "raises", "raises"], [0.95, "raises", "raises", "raises"]]
     worse = [[1.2, "raises", "raises", "raises"]] * 2
     between = [[1.05, "raises", "raises", "raises"]] * 2
-    assert verdicts(table({**at_l, "hybrid": better}))["HYB-1a"].outcome == "holds"
-    assert verdicts(table({**at_l, "hybrid": worse}))["HYB-1a"].outcome == "refuted"
+    assert verdicts(table({**at_l, "hybrid": better}))["HYB-1a"].outcome == State.HOLDS
+    assert verdicts(table({**at_l, "hybrid": worse}))["HYB-1a"].outcome == State.REFUTED
     level = [[1.0, "raises", "raises", "raises"]] * 2  # inside RoPE's range at L
-    assert verdicts(table({**at_l, "hybrid": level}))["HYB-1a"].outcome == "undecided"
-    assert verdicts(table({**at_l, "hybrid": between}))["HYB-1a"].outcome == "refuted"  # worse than RoPE
-    assert verdicts(table({**at_l, "hybrid": better}))["HYB-1b"].outcome == "holds"
-    assert verdicts(table({**at_l, "hybrid": [[1.0, 1, 1, 1]] * 2}))["HYB-1b"].outcome == "refuted"
+    assert verdicts(table({**at_l, "hybrid": level}))["HYB-1a"].outcome == State.UNDECIDED
+    assert verdicts(table({**at_l, "hybrid": between}))["HYB-1a"].outcome == State.REFUTED  # worse than RoPE
+    assert verdicts(table({**at_l, "hybrid": better}))["HYB-1b"].outcome == State.HOLDS
+    assert verdicts(table({**at_l, "hybrid": [[1.0, 1, 1, 1]] * 2}))["HYB-1b"].outcome == State.REFUTED
     long_range = verdicts(table({**at_l, "hybrid": better}))["HYB-1c"]
-    assert long_range.outcome == "not decidable" and "order" in long_range.rule
+    assert long_range.outcome == State.NOT_DECIDABLE and "order" in long_range.rule
 
 
 def test_a_claim_whose_encodings_did_not_run_is_not_decidable():
     judged = verdicts(table({"rope": FLAT}))
-    assert judged["ROPE-10b"].outcome == "holds"
-    assert judged["EXT-1"].outcome == "not decidable"
-    assert judged["EXT-1"].evidence["not run"] == ["sinusoidal", "learnable"]
+    assert judged["ROPE-10b"].outcome == State.HOLDS
+    assert judged["EXT-1"].outcome == State.NOT_DECIDABLE
+    assert judged["EXT-1"].evidence[State.NOT_RUN] == ["sinusoidal", "learnable"]
 
 
 # ---------------------------------------------------------------- a reduced run, end to end

@@ -22,6 +22,7 @@ import pytest
 import posenc
 from posenc.harness.claims import CLAIMS
 from posenc.harness.spec_index import spec_functions
+from posenc.harness.states import State
 
 pytestmark = pytest.mark.xdist_group("plugin_acceptance")  # its module fixture runs once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def verdicts(tmp_path_factory):
 
 
 def _failing(verdicts, encoder):
-    return {c for c, row in verdicts["matrix"].items() if row[encoder] == "unexpectedly failing"}
+    return {c for c, row in verdicts["matrix"].items() if row[encoder] == State.UNEXPECTEDLY_FAILING}
 
 
 def test_table_limited_rope_fails_the_rotation_and_relative_offset_not_caching(verdicts):
@@ -52,7 +53,7 @@ def test_table_limited_rope_fails_the_rotation_and_relative_offset_not_caching(v
     data, _ = verdicts
     failing = _failing(data, "user_rope_table64")
     assert {"ROPE-1", "ROPE-4"} <= failing and "ROPE-9" not in failing, failing
-    crashed = [c for c, row in data["matrix"].items() if row["user_rope_table64"] == "crashed"]
+    crashed = [c for c, row in data["matrix"].items() if row["user_rope_table64"] == State.CRASHED]
     assert not crashed, crashed
 
 
@@ -60,7 +61,7 @@ def test_bf16_angle_rope_fails_far_positions_and_half_precision(verdicts):
     data, _ = verdicts
     assert {"ROPE-10a", "ROPE-11"} <= _failing(data, "user_rope_bf16_angles")
     messages = [o["message"] for o in data["outcomes"]
-                if o["encoder"] == "user_rope_bf16_angles" and o["claim"] == "ROPE-11" and o["state"] != "holds"]
+                if o["encoder"] == "user_rope_bf16_angles" and o["claim"] == "ROPE-11" and o["state"] != State.HOLDS]
     assert messages and all("at position 1000" in m or "at position 100:" in m for m in messages), messages
 
 
@@ -75,9 +76,9 @@ def test_builtin_verdicts_are_unchanged(verdicts):
         for claim in CLAIMS:
             declared = record.declared(claim).status
             observed = data["matrix"][claim][record.name]
-            expected = declared if claim in run_by_default or declared == "n/a" else "not run"
-            if expected == "holds" and claim in deselected_by_default:
-                expected = "holds (partial)"  # the claim's -m perf specs did not run
+            expected = declared if claim in run_by_default or declared == State.NA else State.NOT_RUN
+            if expected == State.HOLDS and claim in deselected_by_default:
+                expected = State.HOLDS_PARTIAL  # the claim's -m perf specs did not run
             assert observed == expected, (record.name, claim, observed, declared)
 
 

@@ -19,6 +19,7 @@ from posenc.encoders.published import doc000, doc004
 from posenc.harness.claims import CLAIMS, CONTRACT, DESIGNS, SUBJECTS, is_subject
 from posenc.harness.matrix import declared_matrix, render_markdown, roles
 from posenc.harness.published_records import PUBLISHED_RECORDS
+from posenc.harness.states import State
 
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = ("000 §2.1", "000 §2.2", "000 §3.2", "000 §3.3", "000 §5.1", "000 §5.2", "000 §5.3",
@@ -100,12 +101,12 @@ def test_no_verdict_cell_outside_its_claims_subjects(record):
 
 def test_category_errors_of_the_review_are_gone():
     get = posenc.get
-    assert get("linear_attention_rope").role("ATT-2") == "n/a"
-    assert get("learnable").role("ATT-4") == "n/a" and get("sinusoidal").role("ATT-4") == "n/a"
+    assert get("linear_attention_rope").role("ATT-2") == State.NA
+    assert get("learnable").role("ATT-4") == State.NA and get("sinusoidal").role("ATT-4") == State.NA
     assert get("hybrid").role("ROPE-3") == "cross-check" and get("dynamic").role("ROPE-4") == "cross-check"
     assert {r.name for r in posenc.records() if r.role("ROPE-13") == "verdict"} == {
         "rope_concatenated", "published_rope_004", "published_multihead_004"}
-    assert get("learnable").declared("ABS-5").status == "holds"
+    assert get("learnable").declared("ABS-5").status == State.HOLDS
 
 
 def test_markdown_verdict_table_holds_subject_cells_only():
@@ -119,6 +120,6 @@ def test_markdown_verdict_table_holds_subject_cells_only():
         cells = [c.strip() for c in line.split("|")[1:-1]]
         claim = cells[0].split()[0]
         for name, cell in zip(names, cells[1:]):
-            if cell and cell != "n/a":
+            if cell and cell != State.NA:
                 assert posenc.get(name).role(claim) == "verdict", (claim, name, cell)
     assert "cross-check" in crosses.lower() or "Cross" in crosses

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from posenc.tools.readme import README, SECTIONS, readme_section
+from posenc.harness.states import State
 
 ROOT = README.parent
 
@@ -29,6 +30,6 @@ def test_readme_plugin_example_behaves_as_described(tmp_path):
     subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
     row = {claim: cells["my_rope"] for claim, cells in matrix.items()}
-    assert row.pop("contract") == "refuted"
-    assert row.pop("ROPE-13") == "refuted"
-    assert {state for state in row.values()} <= {"holds", "n/a", "not run"}, row
+    assert row.pop("contract") == State.REFUTED
+    assert row.pop("ROPE-13") == State.REFUTED
+    assert {state for state in row.values()} <= {State.HOLDS, State.NA, State.NOT_RUN}, row

@@ -26,11 +26,12 @@ import pytest
 import torch
 
 import posenc
+from posenc.harness.states import State
 
 pytestmark = pytest.mark.xdist_group("real_world_plugins")  # module fixtures run once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "tests" / "plugins"
-SURPRISES = {"unexpectedly failing", "crashed", "failing and crashed", "timed out", "unexpectedly holds", "blocked"}
+SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
 LINES_PER_ENCODER = 40
 
 
@@ -92,16 +93,16 @@ def test_each_defect_fails_exactly_its_claims(defective):
     names, module, verdicts, result, _ = defective
     assert result.returncode == 1, result.stdout[-3000:]
     for name in names:
-        failing = {c for c, row in verdicts["matrix"].items() if row[name] == "unexpectedly failing"}
+        failing = {c for c, row in verdicts["matrix"].items() if row[name] == State.UNEXPECTEDLY_FAILING}
         assert failing == module.EXPECTED_FAILURES[name], (name, failing)
         others = {c: row[name] for c, row in verdicts["matrix"].items()
-                  if row[name] in SURPRISES and row[name] != "unexpectedly failing"}
+                  if row[name] in SURPRISES and row[name] != State.UNEXPECTEDLY_FAILING}
         assert not others, (name, others)
 
 
 def test_every_failure_carries_a_command_and_a_standalone_script(defective, tmp_path):
     _, _, verdicts, _, _ = defective
-    failures = [o for o in verdicts["outcomes"] if o["state"] == "unexpectedly failing"]
+    failures = [o for o in verdicts["outcomes"] if o["state"] == State.UNEXPECTEDLY_FAILING]
     assert failures and all(o["reproducer"].startswith("pytest '") and "--plugin" in o["reproducer"] for o in failures)
     assert all(o["python"] for o in failures), [o["spec"] for o in failures if not o["python"]]
     first = next(o for o in failures if o["encoder"] == "bug_offset_in_input_dtype")

@@ -1,6 +1,6 @@
 """Specs that once could not fail, each shown failing on the encoder it used to pass.
 
-The cheap cases are mutants (``tests/mutants.py``: ``learnable_reads_next_row`` for ABS-1,
+The cheap cases are mutants (``tests/mutants/``: ``learnable_reads_next_row`` for ABS-1,
 ``linear_attention_without_rotation`` for LIN-2, ``rope_claims_without_rotation_ignoring_positions``
 for ROPE-4 and ATT-4 on designs without ROPE-1, ``rope_positions_wrap_every_1024`` for pinned
 shifts that are multiples of a power of two), killed in ``tests/test_mutants.py``. LIN-1 is
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from posenc.harness.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,6 +33,6 @@ def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
     runs = sorted(report.iterdir()) if report.exists() else []
     assert runs, result.stdout[-3000:] + result.stderr[-3000:]
     matrix = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]
-    assert matrix["LIN-1"]["softmax_attention_as_linear"] == "unexpectedly failing", result.stdout[-3000:]
+    assert matrix["LIN-1"]["softmax_attention_as_linear"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]
     # only LIN-1's perf spec was selected: the cell is partial, never FAIL
-    assert matrix["LIN-1"]["linear_attention_rope"] == "holds (partial)", result.stdout[-3000:]
+    assert matrix["LIN-1"]["linear_attention_rope"] == State.HOLDS_PARTIAL, result.stdout[-3000:]

@@ -1,50 +1,17 @@
 """The verdict matrix: claims × encoders, aggregated from spec outcomes.
 
-Each spec run yields an :class:`Outcome`; a cell aggregates the outcomes of
-every spec of one claim on one encoder:
-
-* ``holds``               - every spec of the cell ran and passed;
-* ``holds (partial)``     - the specs that ran passed, but not all of the cell's specs ran
-  (deselected, skipped, or the run was interrupted): never shown as plain ``holds``;
-* ``refuted``             - the declared refutation was observed (strict xfail on ClaimViolation);
-* ``unexpectedly failing``- a spec raised ClaimViolation where the claim was declared to hold;
-* ``unexpectedly holds``  - a declared refutation did not happen;
-* ``crashed``             - a spec raised anything but ClaimViolation;
-* ``failing and crashed`` - both: one spec found a violation, another crashed (neither hides the other);
-* ``timed out``           - a spec ran past its timeout (a crash, named so);
-* ``undecided``           - a measured claim whose confidence interval contains its bar;
-* ``blocked``             - not judged: the encoder breaks the shape contract, or an earlier
-  spec of it timed out (the ``contract`` row, or the timed-out cell, says why);
-* ``n/a``                 - the claim does not apply to this encoder (or every spec of the cell
-  needs a configuration the record excludes);
-* ``not run``             - it applies, but no spec of it ran (deselected, e.g. ``-m perf``).
+Each spec run yields an :class:`Outcome`; a cell aggregates the outcomes of every spec of one
+claim on one encoder (:func:`posenc.harness.states.aggregate`, states in :mod:`.states`). The
+matrix is built once per run (:class:`Matrix`) and read by every report.
 """
 
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from .claims import CLAIMS, CONTRACT, HARNESS_CLAIMS, LITERATURE_CLAIMS
-
-_PRIORITY = ("failing and crashed", "crashed", "timed out", "unexpectedly failing", "unexpectedly holds", "blocked", "refuted", "undecided",
-             "holds", "excluded")
-SURPRISES = ("failing and crashed", "unexpectedly failing", "unexpectedly holds", "crashed", "timed out", "blocked")
-SYMBOLS = {
-    "holds": "ok",
-    "holds (partial)": "ok*",
-    "refuted": "REF",
-    "unexpectedly failing": "FAIL",
-    "unexpectedly holds": "XPASS",
-    "crashed": "CRASH",
-    "failing and crashed": "F+CR",
-    "timed out": "TIME",
-    "blocked": "BLOCK",
-    "undecided": "?",
-    "n/a": ".",
-    "not run": "-",
-}
-
+from .states import SURPRISES, SYMBOLS, State, aggregate
 
 @dataclass(frozen=True)
 class Outcome:
@@ -52,19 +19,17 @@ class Outcome:
     encoder: str
     spec: str
     test_id: str
-    state: str  # holds | refuted | unexpectedly failing | unexpectedly holds | crashed | timed out | blocked | excluded
+    state: State
     message: str = ""
     reproducer: str = ""  # a pytest command with the drawn values
     python: str = ""  # a standalone script that raises the failure again
 
+    def __post_init__(self):
+        object.__setattr__(self, "state", State(self.state))  # a worker's outcome arrives as its value
 
-def aggregate(states: list[str]) -> str:
-    if "crashed" in states and "unexpectedly failing" in states:
-        return "failing and crashed"
-    for state in _PRIORITY:
-        if state in states:
-            return state
-    return "not run"
+    def as_dict(self) -> dict:
+        """Plain values (the state as its string), as pytest-xdist and JSON carry them."""
+        return {**asdict(self), "state": self.state.value}
 
 
 def surprise_lines(outcomes: list[Outcome]) -> list[str]:
@@ -89,32 +54,53 @@ def surprise_lines(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
-def build_matrix(records, outcomes: list[Outcome], expected: dict[tuple[str, str], set[str]] | None = None,
-                 complete: bool = True) -> dict[str, dict[str, str]]:
-    """``{claim: {encoder: state}}`` for every claim and every record.
+class Matrix:
+    """The claims × encoders matrix of one run, filled as the run goes and read by every report.
 
-    ``expected`` maps a cell to the test ids that were collected for it; a ``holds`` cell with
-    fewer outcomes is partial. Without it, every ``holds`` of an incomplete run is partial.
+    Each cell is keyed by (claim, encoder) from the start: collection names the test ids a cell
+    expects (:meth:`expect`), each judged spec adds its outcome (:meth:`add`), and
+    :meth:`states` aggregates them. A ``holds`` cell missing any expected test id is partial;
+    without expected ids, every ``holds`` of an incomplete run is.
     """
-    by_cell: dict[tuple[str, str], list[Outcome]] = {}
-    for o in outcomes:
-        by_cell.setdefault((o.claim, o.encoder), []).append(o)
 
-    def cell(claim: str, record) -> str:
+    def __init__(self, records):
+        self.records = list(records)
+        self.outcomes: list[Outcome] = []
+        self._ran: dict[tuple[str, str], list[Outcome]] = {}
+        self._expected: dict[tuple[str, str], set[str]] | None = None
+
+    def expect(self, expected: dict[tuple[str, str], set[str]]) -> None:
+        """Test ids collected per cell (this process's, or merged from pytest-xdist's workers)."""
+        merged = dict(self._expected or {})
+        for cell, ids in expected.items():
+            merged[cell] = merged.get(cell, set()) | set(ids)
+        self._expected = merged
+
+    @property
+    def expected(self) -> dict[tuple[str, str], set[str]] | None:
+        return self._expected
+
+    def add(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        self._ran.setdefault((outcome.claim, outcome.encoder), []).append(outcome)
+
+    def state(self, claim: str, record, complete: bool = True) -> State:
         if not record.applies(claim):
-            return "n/a"
-        ran = by_cell.get((claim, record.name), [])
+            return State.NA
+        ran = self._ran.get((claim, record.name), [])
         state = aggregate([o.state for o in ran])
-        if state == "excluded":
-            return "n/a"
-        if state != "holds":
+        if state == State.EXCLUDED:
+            return State.NA
+        if state != State.HOLDS:
             return state
-        if expected is None:
-            return "holds" if complete else "holds (partial)"
-        missing = expected.get((claim, record.name), set()) - {o.test_id for o in ran}
-        return "holds (partial)" if missing else "holds"
+        if self._expected is None:
+            return State.HOLDS if complete else State.HOLDS_PARTIAL
+        missing = self._expected.get((claim, record.name), set()) - {o.test_id for o in ran}
+        return State.HOLDS_PARTIAL if missing else State.HOLDS
 
-    return {claim: {r.name: cell(claim, r) for r in records} for claim in (CONTRACT, *CLAIMS)}
+    def states(self, complete: bool = True) -> dict[str, dict[str, State]]:
+        """``{claim: {encoder: state}}`` for every claim and every record."""
+        return {claim: {r.name: self.state(claim, r, complete) for r in self.records} for claim in (CONTRACT, *CLAIMS)}
 
 
 def roles(records) -> dict[str, dict[str, str]]:

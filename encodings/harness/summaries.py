@@ -25,6 +25,7 @@ from .protocols import build_subject
 from .records import SPEC_CONFIG, BuildConfig
 from .reference import reference_frequencies, reference_rotation, roformer_bound
 from .tensors import as_heads, randn
+from .states import State
 
 PATTERN_SEQ, PATTERN_D_MODEL, PATTERN_HEADS = 64, 768, 12  # head_dim 64 = seq: v = I fits
 PRECISION_POSITIONS = tuple(2**k for k in range(0, 21))
@@ -86,7 +87,7 @@ def scaling(record, device: str = "cpu", lengths=SCALING_LENGTHS) -> list[tuple[
 
 
 def claims_formula(record) -> bool:
-    return record.kind == "rotary" and record.geometry is not None and record.declared("ROPE-1").status == "holds"
+    return record.kind == "rotary" and record.geometry is not None and record.declared("ROPE-1").status == State.HOLDS
 
 
 def write_summaries(logdir, records, device: str = "cpu", *, lengths=SCALING_LENGTHS,
@@ -108,7 +109,7 @@ def write_summaries(logdir, records, device: str = "cpu", *, lengths=SCALING_LEN
             writer.add_image(f"attention/{record.name}", image, dataformats="HW")
             tags["images"].append(f"attention/{record.name}")
             if claims_formula(record):
-                for dtype in record.dtypes:
+                for dtype in record.limits.dtypes:
                     tag = f"precision/{record.name}/{str(dtype).removeprefix('torch.')}"
                     for p, error in zip(positions, precision_errors(record, dtype, positions, device)):
                         writer.add_scalar(tag, error, global_step=p)

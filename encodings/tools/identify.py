@@ -16,6 +16,8 @@ from pathlib import Path
 
 from ..harness.declarations import rotary_claims
 from ..harness.identification import identified_record, identify
+from ..harness.records import not_applicable, refuted
+from ..harness.states import State
 
 # ---------------------------------------------------------------- command line
 
@@ -35,7 +37,8 @@ def record_code(found, args) -> str:
     record = identified_record(found, name, build=None, protocol=args.protocol)
     overrides = {claim: declared for claim, declared in record.claims.items()
                  if declared != rotary_claims()[claim]}
-    shown = ",\n".join(f"        {claim!r}: posenc.{'refuted' if d.status == 'refuted' else 'not_applicable'}"
+    declare = {State.REFUTED: refuted.__name__, State.NA: not_applicable.__name__}
+    shown = ",\n".join(f"        {claim!r}: posenc.{declare[d.status]}"
                         f"({d.reason!r}" + (f", specs={d.specs!r}" if d.specs else "") + ")"
                         for claim, d in overrides.items())
     wrap = "lambda c: PositionsOnly(target)" if args.protocol == "single" else "lambda c: target"

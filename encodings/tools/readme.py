@@ -16,6 +16,7 @@ from posenc.harness.builtin_records import BUILTIN_RECORDS
 from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.matrix import declared_matrix, render_markdown, roles
 from posenc.harness.spec_index import spec_functions
+from posenc.harness.states import State
 
 
 def matrix_markdown() -> str:
@@ -40,9 +41,9 @@ def specs_by_claim_markdown() -> str:
 
 def _cell(record, claim) -> str:
     declared = record.declared(claim)
-    if declared.status == "holds":
-        return "holds"
-    if declared.status == "n/a":
+    if declared.status == State.HOLDS:
+        return State.HOLDS
+    if declared.status == State.NA:
         return f"n/a ({declared.reason})"
     where = f" in {', '.join(str(d).removeprefix('torch.') for d in declared.dtypes)}" if declared.dtypes else ""
     return f"**refuted**{where}: {declared.reason}"
