@@ -1,0 +1,37 @@
+"""The benchmarks' side of a run: pytest-benchmark's tables narrowed, machine info, and
+``--perf-compare``: this run's benchmarks against a saved run, a regression failing the run."""
+
+from __future__ import annotations
+
+from . import history, machine
+from .session import PerfSession
+
+
+def narrow_benchmark_tables(config) -> None:
+    """pytest-benchmark's tables with a few columns and short names, so nothing is wider than 160
+    columns; ``--benchmark-columns`` and ``--benchmark-name long`` bring its full tables back."""
+    if getattr(config.option, "benchmark_columns", "absent") is None:
+        config.option.benchmark_columns = ["median", "iqr", "rounds"]
+    if getattr(config.option, "benchmark_name", None) == "normal":
+        config.option.benchmark_name = "short"
+
+
+def update_machine_info(machine_info: dict) -> None:
+    info = machine.machine_info()
+    machine_info["torch"] = info["torch"]
+    machine_info["cuda"] = info["cuda"]
+    machine_info["gpu"] = ", ".join(info["gpus"]) or "none"
+    machine_info["posenc"] = info
+
+
+def compare(perf: PerfSession, saved_path, gates) -> bool:
+    """Compare with the saved run at ``saved_path``; True when a gate found a regression."""
+    current = history.run_in_progress(perf.benchmarks)
+    saved = history.read_run(saved_path)
+    perf.regressions = history.regressions(saved, current, list(gates))
+    compared = len(set(saved.rows) & set(current.rows))
+    perf.notes.append(f"compared {compared} benchmarks with saved run {saved.number} ({saved_path.name}), "
+                      f"gate {','.join(map(str, gates))}: {len(perf.regressions)} regression(s)")
+    if not compared:
+        perf.regressions.append(f"REGRESSION check impossible: no benchmark of this run is in saved run {saved.number}")
+    return bool(perf.regressions)

@@ -1,0 +1,74 @@
+"""Running one spec: under a timeout, blocked where its encoder cannot be judged, with torch's
+global state restored after it.
+
+* The timer is pytest-timeout's setting (``--timeout``, the ini value, a ``timeout`` marker) with
+  a signal handler of the harness's own: it raises :class:`~.contract.SpecTimeout`, which
+  Hypothesis does not catch, where pytest-timeout's ``Failed`` would be retried and shrunk.
+* A spec is :class:`~.contract.Blocked` when an earlier spec of its encoder timed out, or when
+  the encoder breaks the shape contract (the ``contract`` row says why).
+* :func:`guarded` restores torch's global state and blames a change on the encoder that made it.
+"""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+
+import pytest
+
+from . import isolation
+from .claims import CONTRACT
+from .contract import Blocked, SpecTimeout, contract_problem
+from .parametrization import SpecCase
+
+
+def start_timer(timeout: float, method: str) -> bool:
+    """Arm the harness's timer for the signal method; False leaves it to pytest-timeout."""
+    if method != "signal" or not hasattr(signal, "SIGALRM"):
+        return False
+
+    def expire(signum, frame):
+        raise SpecTimeout(f"timeout: no result after {timeout:g} s")
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    return True
+
+
+def cancel_timer() -> bool:
+    if not hasattr(signal, "SIGALRM") or signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None):
+        return False
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    return True
+
+
+def block_if_unjudgeable(case: SpecCase, timed_out: dict[str, str], device: str) -> None:
+    record = case.record
+    if record.name in timed_out:
+        raise Blocked(f"blocked: {record.name} timed out in {timed_out[record.name]}; its remaining specs are not run")
+    if case.claim != CONTRACT:
+        problem = contract_problem(record, case.dtype, device)
+        if problem:
+            raise Blocked(f"blocked by the contract: {problem}")
+
+
+def _leak(case: SpecCase, changed: list[str]) -> isolation.GlobalStateLeak:
+    return isolation.GlobalStateLeak(f"{case.record.name} left torch's global state changed: {'; '.join(changed)} "
+                                     "(restored for the next spec)")
+
+
+@contextmanager
+def guarded(case: SpecCase):
+    """torch's global state captured before the spec and restored after it; a change is an error."""
+    before = isolation.capture()
+    try:
+        yield
+    except BaseException as error:
+        changed = isolation.restore(before)
+        if changed and not isinstance(error, (KeyboardInterrupt, SpecTimeout, pytest.skip.Exception)):
+            raise _leak(case, changed) from error
+        raise
+    changed = isolation.restore(before)
+    if changed:
+        raise _leak(case, changed)

@@ -1,0 +1,82 @@
+"""Which encoders a run judges: the registry, the plug-in files, an identified target, ``--encoders``.
+
+:func:`select` loads each ``--plugin`` file (a file that changes torch's global state on import
+is refused), registers the record of an ``--identify`` target, and keeps the records whose names
+match ``--encoders`` (globs). Every problem is a :class:`SelectionError` of one line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import inspect
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import identification, isolation, registry
+from .options import Settings
+from .records import SPEC_CONFIG, EncoderRecord
+
+
+class SelectionError(Exception):
+    """A plug-in, identify target or encoder pattern that cannot be used (one line)."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    records: list[EncoderRecord]
+    identified: dict[str, str]  # record name -> identify's report of what it measured
+
+
+def load_plugins(files) -> None:
+    for path in files:
+        before = isolation.capture()
+        try:
+            registry.load_plugin(path)
+        except registry.PluginError as error:
+            raise SelectionError(str(error)) from None
+        changed = isolation.restore(before)
+        if changed:
+            raise SelectionError(f"plug-in {path}: changed torch's global state on import ({'; '.join(changed)}); "
+                                 "a plug-in file should only define and register encoders")
+
+
+def register_identified(settings: Settings) -> dict[str, str]:
+    """``--identify FILE.py:NAME``: identify the target and register the record of what it computes;
+    returns ``{record name: identify's report}``."""
+    target_spec, protocol, apply_name = settings.identify
+    path, _, name = target_spec.rpartition(":")
+    identified_name = f"identified_{name}"
+    module_spec = importlib.util.spec_from_file_location(f"identified_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+        target = getattr(module, name)
+        apply = getattr(module, apply_name) if apply_name else None
+        probe = target(SPEC_CONFIG.head_dim) if inspect.isclass(target) else target
+        found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim)
+    except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
+        raise SelectionError(f"--identify {target_spec}: {type(error).__name__}: {error}") from None
+    if identified_name not in {r.name for r in registry.records()}:
+        registry.register(replace(identification.identified_record(
+            found, identified_name, identification.build_identified(target, protocol), protocol=protocol,
+            apply=apply, source=f"identified from its outputs: {target_spec}"), origin="identified"))
+    return {identified_name: found.report()}
+
+
+def select(settings: Settings) -> Selection:
+    try:
+        registry.check_registered()
+    except ValueError as error:
+        raise SelectionError(str(error)) from None
+    load_plugins(settings.plugins)
+    identified = register_identified(settings) if settings.identify else {}
+    everything = registry.records()
+    names = [r.name for r in everything]
+    unknown = [n for n in settings.encoders if not fnmatch.filter(names, n)]
+    if unknown:
+        raise SelectionError(f"--encoders: no encoder matches {', '.join(unknown)}; "
+                             f"registered: {', '.join(names)}")
+    chosen = [r for r in everything
+              if not settings.encoders or any(fnmatch.fnmatchcase(r.name, p) for p in settings.encoders)]
+    return Selection(chosen, identified)
