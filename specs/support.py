@@ -57,10 +57,10 @@ def as_heads(t: torch.Tensor, cfg: BuildConfig = SPEC_CONFIG) -> torch.Tensor:
 
 def position_cap(record: EncoderRecord, wanted: int, cfg: BuildConfig = SPEC_CONFIG) -> int:
     """The largest position a spec may use: a learned table stops at ``max_len - 1``, a fixed cache
-    (``record.max_position``) at its last row."""
-    if record.max_position is not None:
-        wanted = min(wanted, record.max_position - 1)
-    return min(wanted, cfg.max_len - 1) if record.table_limited else wanted
+    (``record.limits.max_position``) at its last row."""
+    if record.limits.max_position is not None:
+        wanted = min(wanted, record.limits.max_position - 1)
+    return min(wanted, cfg.max_len - 1) if record.limits.table_limited else wanted
 
 
 def answered(what: str, call):
@@ -87,8 +87,8 @@ def max_angle(positions, geometry=None) -> float:
 def needs_float64(record: EncoderRecord) -> None:
     """Skip a spec whose arithmetic (finite differences, least squares, matrix algebra) needs float64
     when the encoder does not declare float64 support."""
-    if torch.float64 not in record.dtypes:
-        pytest.skip(f"{record.name} does not declare float64 (dtypes {[str(d) for d in record.dtypes]}); "
+    if torch.float64 not in record.limits.dtypes:
+        pytest.skip(f"{record.name} does not declare float64 (dtypes {[str(d) for d in record.limits.dtypes]}); "
                     "this spec needs float64 precision")
 
 
@@ -178,13 +178,13 @@ def disagreement(a: torch.Tensor, b: torch.Tensor) -> float:
 def require_head_dim(record: EncoderRecord, head_dim: int) -> None:
     """Skip, with the reason, a configuration the record says the encoder does not support."""
     if not record.supports_head_dim(head_dim):
-        most = f" up to {record.max_head_dim}" if record.max_head_dim is not None else ""
-        raise Excluded(f"{record.name} supports head_dim ≥ {record.min_head_dim}{most} in multiples of "
-                       f"{record.head_dim_multiple}; this check needs head_dim={head_dim}")
+        most = f" up to {record.limits.max_head_dim}" if record.limits.max_head_dim is not None else ""
+        raise Excluded(f"{record.name} supports head_dim ≥ {record.limits.min_head_dim}{most} in multiples of "
+                       f"{record.limits.head_dim_multiple}; this check needs head_dim={head_dim}")
 
 
 def supported_head_dim(record: EncoderRecord, drawn: int) -> int:
     """The smallest head_dim ≥ ``drawn`` the record supports: how drawn sizes respect the record."""
-    multiple = record.head_dim_multiple
-    wanted = max(record.min_head_dim + (-record.min_head_dim) % multiple, drawn + (-drawn) % multiple)
-    return wanted if record.max_head_dim is None else min(wanted, record.max_head_dim)
+    multiple = record.limits.head_dim_multiple
+    wanted = max(record.limits.min_head_dim + (-record.limits.min_head_dim) % multiple, drawn + (-drawn) % multiple)
+    return wanted if record.limits.max_head_dim is None else min(wanted, record.limits.max_head_dim)

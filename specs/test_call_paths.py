@@ -28,7 +28,7 @@ DECODE_LENGTHS = (s.SPEC_CONFIG.max_len + 2, 300)
 CAST_OFFSET = 3000
 
 
-@pytest.mark.claim("PATH-1", kinds=("rotary",), requires=lambda r: r.protocol == "single" and r.positions != "none")
+@pytest.mark.claim("PATH-1", kinds=("rotary",), requires=lambda r: r.calling.protocol == "single" and r.calling.positions != "none")
 def test_offset_path_equals_explicit_positions(record, dtype, device):
     module = s.build(record, dtype, device)
     x = s.randn(s.input_shape(record, 2, SEQ), seed=3, dtype=dtype, device=device)
@@ -48,10 +48,10 @@ def _decoded_logits(record, module, q, k, length):
     """The last query's logits against keys cached one decoding step at a time."""
     last = torch.tensor([length - 1], device=q.device)
     with torch.no_grad():
-        if record.protocol == "single":  # each key encoded at its own step, through the offset path
+        if record.calling.protocol == "single":  # each key encoded at its own step, through the offset path
             keys = torch.cat([module(k[:, j : j + 1], None, offset=j) for j in range(length)], dim=1)
             query = module(q[:, -1:], None, offset=length - 1)
-        elif record.protocol == "cos_sin":  # each step's cos/sin from that step's position_ids alone
+        elif record.calling.protocol == "cos_sin":  # each step's cos/sin from that step's position_ids alone
             step = torch.arange(length, device=q.device)[:, None]
             keys = torch.cat([s.encode_pair(module, k[:, j : j + 1], k[:, j : j + 1], step[j], step[j])[1]
                               for j in range(length)], dim=1)
@@ -83,7 +83,7 @@ def test_decoding_against_cached_keys_gives_the_full_logits(record, dtype, devic
 
 @pytest.mark.claim("PATH-3", kinds=("rotary",), dtypes=(torch.float64, torch.float16, torch.bfloat16))
 def test_cast_module_keeps_its_frequencies(record, dtype, device):
-    if torch.float32 not in record.dtypes:
+    if torch.float32 not in record.limits.dtypes:
         pytest.skip(f"{record.name} does not declare float32, the dtype cast from")
     module = s.build(record, torch.float32, device)
     offset = min(CAST_OFFSET, s.position_cap(record, CAST_OFFSET + SEQ) - SEQ)

@@ -93,7 +93,7 @@ def test_rejects_wrong_rank(record):
                   ("rank", "dimension", "dims", "shape"))
 
 
-@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.positions != "none")  # no positions to check
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.calling.positions != "none")  # no positions to check
 def test_rejects_positions_of_wrong_shape(record):
     module = s.build(record)
     x = s.randn(s.input_shape(record, 2, 4), seed=0)
@@ -102,19 +102,19 @@ def test_rejects_positions_of_wrong_shape(record):
                   ("shape", "length", "size"), garbage=lambda out: "the positions were sliced or ignored")
 
 
-@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.positions != "none")  # no positions to check
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.calling.positions != "none")  # no positions to check
 def test_rejects_negative_positions(record):
     module = s.build(record)
     x = s.randn(s.input_shape(record, 1, 4), seed=0)
     bad = torch.tensor([0, 1, -2, 3])
     _expect_error(record, "a negative position", lambda: _call(record, module, x, bad), NEGATIVE,
                   garbage=_not_the_rotation_at(record, x, bad))
-    if record.protocol == "single":  # the other protocols take explicit positions only
+    if record.calling.protocol == "single":  # the other protocols take explicit positions only
         _expect_error(record, "a negative offset", lambda: _call(record, module, x, offset=-1), NEGATIVE,
                       garbage=_not_the_rotation_at(record, x, torch.arange(-1, 3)))
 
 
-@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.table_limited and r.positions != "none")
+@pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.limits.table_limited and r.calling.positions != "none")
 def test_positions_past_a_table_name_the_limit(record):
     """A table that stops at ``max_len`` must say so past its end. An answer instead of an error is
     ABS-2's to report where ABS-2 applies (one defect, one claim); here only the message is judged."""

@@ -22,6 +22,7 @@ from hypothesis import example, given
 
 from specs import strategies as draws
 from specs import support as s
+from posenc.harness.states import State
 
 
 @pytest.mark.claim("ABS-2", kinds=("additive", "rotary"))
@@ -76,7 +77,7 @@ def _history_calls(record, dtype, device):
     def call(seq, call_dtype=dtype, call_device=device, batch=2, heads=None):
         def run(module, x, positions):
             shape = list(s.input_shape(record, batch, seq))
-            if heads is not None and record.input_layout == "bshd":
+            if heads is not None and record.calling.input_layout == "bshd":
                 shape[2] = heads
             with torch.no_grad():
                 module(s.randn(tuple(shape), seed=seq, dtype=call_dtype, device=call_device), None, offset=0)
@@ -97,13 +98,13 @@ def _history_calls(record, dtype, device):
 
     cap = s.position_cap(record, 2 * L) + 1  # a table stops at max_len
     calls = [(f"a call of {n} positions", call(n)) for n in (L - 1, L, L + 1, 2 * L) if n <= cap]
-    if not record.table_limited and HISTORY_PROBE_SEQ <= s.position_cap(record, HISTORY_PROBE_SEQ - 1) + 1:
+    if not record.limits.table_limited and HISTORY_PROBE_SEQ <= s.position_cap(record, HISTORY_PROBE_SEQ - 1) + 1:
         calls.append((f"a call of {HISTORY_PROBE_SEQ} positions (batch 1, one head)",
                       call(HISTORY_PROBE_SEQ, batch=1, heads=1)))
-    if torch.bfloat16 in record.dtypes and dtype != torch.bfloat16:
+    if torch.bfloat16 in record.limits.dtypes and dtype != torch.bfloat16:
         bf16_call = min(300, s.position_cap(record, 299) + 1)  # past 256, bf16's last exact integer
         calls.append((f"a bfloat16 call of {bf16_call} positions", call(bf16_call, call_dtype=torch.bfloat16)))
-    calls += [(f"the same call in {other}", same_call_in(other)) for other in record.dtypes if other != dtype]
+    calls += [(f"the same call in {other}", same_call_in(other)) for other in record.limits.dtypes if other != dtype]
     if device == "cpu" and torch.cuda.is_available():
         calls.append(("a call on cuda", elsewhere("cuda")))
     return calls
@@ -113,11 +114,11 @@ def _probes(record, device):
     """(label, positions) of the calls compared: lengths around max_len, and a short call far out."""
     L = s.SPEC_CONFIG.max_len
     probes = [(f"a call of length {n}", torch.arange(n, device=device)) for n in (L - 1, L, L + 1)]
-    if not record.table_limited:
+    if not record.limits.table_limited:
         probes.append(("3 positions from 2·max_len", torch.arange(2 * L, 2 * L + 3, device=device)))
     probes = [(label, p) for label, p in probes if int(p.max()) <= s.position_cap(record, int(p.max()))]
-    if record.max_position is not None:  # ROPE-9 says "also past the cached length"
-        end = record.max_position
+    if record.limits.max_position is not None:  # ROPE-9 says "also past the cached length"
+        end = record.limits.max_position
         probes.append((f"a call of length {end + 1}, one past the {end}-row cache", torch.arange(end + 1, device=device)))
     return probes
 
@@ -144,7 +145,7 @@ def test_used_module_gives_the_fresh_result(record, dtype, device):
 def _far_position_check(record, dtype, device, seed, within_table=False):
     """At each far position, nearest first: the logits (ROPE-4) against the encoder's own at small
     positions, and the norm (ROPE-3, where declared to hold). Raises at the first failure, naming the position."""
-    if record.table_limited:
+    if record.limits.table_limited:
         raise s.Excluded(f"{record.name} declares a table of max_len positions: no far positions to check")
     module = s.build(record, dtype, device)
     tol = record.tolerance(dtype)
@@ -153,9 +154,9 @@ def _far_position_check(record, dtype, device, seed, within_table=False):
     q64 = s.as_heads(q).to(torch.float64)
     deltas = torch.tensor(s.DELTAS, device=device)
     near, near_scale = s.answered("at positions 0 … 100", lambda: s.logits(module, q, k, deltas, torch.zeros_like(deltas)))
-    keeps_norm = record.declared("ROPE-3").status == "holds"
+    keeps_norm = record.declared("ROPE-3").status == State.HOLDS
     # An encoder without positions reaches p through a prefix of p tokens: 10^6 costs too much there.
-    far_positions = [p for p in s.FAR_POSITIONS if record.positions != "none" or p <= 10**5]
+    far_positions = [p for p in s.FAR_POSITIONS if record.calling.positions != "none" or p <= 10**5]
     if within_table:  # a precision claim: a fixed table's end is ROPE-9's and ROPE-10a's to judge
         far_positions = [p for p in far_positions if p <= s.position_cap(record, p)]
     for position in far_positions:

@@ -27,7 +27,7 @@ def rotation_matrix(record, module, position: int, head_dim: int, dtype=torch.fl
     """The encoder's linear map at ``position`` on one head, read column by column from basis vectors."""
     basis = torch.eye(head_dim, dtype=dtype)[None, :, None, :]  # (1, d, 1, d): token j carries e_j
     n_heads = 1
-    if record.input_layout == "bsd":
+    if record.calling.input_layout == "bsd":
         n_heads = module.n_heads if hasattr(module, "n_heads") else s.SPEC_CONFIG.n_heads
     basis = basis.expand(1, head_dim, n_heads, head_dim)
     with torch.no_grad():
@@ -153,7 +153,7 @@ def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
 @example(base=10000.0, dim=16)
 @example(base=500.0, dim=64)
 def test_frequencies_follow_the_formula(record, base, dim):
-    if record.fixed_base:
+    if record.limits.fixed_base:
         base = 10000.0  # the published code hard-codes it
     s.needs_float64(record)
     dim = s.supported_head_dim(record, dim)

@@ -9,6 +9,7 @@ import torch
 import posenc
 from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.spec_index import spec_functions
+from posenc.harness.states import State
 
 SPECS = spec_functions()
 BUILTINS = [r for r in posenc.records() if r.origin == "built-in"]
@@ -56,7 +57,7 @@ def test_refutation_and_not_applicable_need_reasons():
     with pytest.raises(ValueError, match="needs a reason"):
         posenc.not_applicable("")
     with pytest.raises(ValueError, match="only a refutation"):
-        posenc.Declared("holds", "x", ("test_a",))
+        posenc.Declared(State.HOLDS, "x", ("test_a",))
 
 
 def test_missing_tolerance_is_an_error():
@@ -99,10 +100,43 @@ def test_every_refutation_has_a_spec_that_runs_on_this_encoder(record):
     """A declared refutation must be observable: some spec of the claim accepts this encoder's kind
     and takes a record (so its outcome reaches the matrix)."""
     for claim, declared in record.claims.items():
-        if declared.status != "refuted":
+        if declared.status != State.REFUTED:
             continue
         runnable = [s for s in SPECS if s.claim == claim and s.takes_record
                     and (s.kinds is None or record.kind in s.kinds)]
         assert runnable, f"{record.name}: {claim} is declared refuted but no spec runs it"
         if declared.specs:
             assert set(declared.specs) <= {s.name for s in runnable}, (record.name, claim, declared.specs)
+
+
+def test_registration_rejects_a_spec_name_no_spec_of_the_claim_has():
+    wrong = posenc.rotary_claims({"ROPE-2": posenc.refuted("aimed at a spec of ROPE-1", specs=("test_rotations_compose",))})
+    with pytest.raises(ValueError, match="ROPE-2 is aimed at test_rotations_compose, which is no spec of it; "
+                                         "the specs of ROPE-2: test_frequencies_follow_the_formula"):
+        posenc.register(_minimal_record(name="aimed_at_another_claim", claims=wrong))
+    typo = posenc.rotary_claims({"ROPE-2": posenc.refuted("a typo", specs=("test_frequencies_follow_the_formla",))})
+    with pytest.raises(ValueError, match="test_frequencies_follow_the_formla, which is no spec of it"):
+        posenc.register(_minimal_record(name="typo", claims=typo))
+    assert "typo" not in {r.name for r in posenc.records()}
+    right = posenc.rotary_claims({"ROPE-2": posenc.refuted("aimed right", specs=("test_frequencies_follow_the_formula",))})
+    posenc.register(_minimal_record(name="aimed_right", claims=right))
+    posenc.unregister("aimed_right")
+
+
+def test_a_plugin_file_with_an_unknown_spec_name_is_refused_with_its_line(tmp_path):
+    plugin = tmp_path / "typo.py"
+    plugin.write_text("import posenc\n\nposenc.register(posenc.EncoderRecord(\n"
+                      "    name='typo_plugin', build=lambda c: posenc.RotaryEmbedding(c.head_dim), kind='rotary',\n"
+                      "    source='test', geometry=posenc.RotaryGeometry(),\n"
+                      "    claims=posenc.rotary_claims({'ROPE-4': posenc.refuted('x', specs=('test_no_such_spec',))})))\n")
+    with pytest.raises(posenc.harness.registry.PluginError, match=r"typo.py:3: ValueError: .*test_no_such_spec"):
+        posenc.load_plugin(plugin)
+
+
+def test_flat_fields_reach_their_groups_and_read_back():
+    record = _minimal_record(name="grouped", protocol="pair", max_position=4096, dtypes=(torch.float32,))
+    assert record.calling.protocol == "pair" and record.protocol == "pair"
+    assert record.limits.max_position == 4096 and record.max_position == 4096
+    assert dataclasses.replace(record, max_position=64).limits == dataclasses.replace(record.limits, max_position=64)
+    with pytest.raises(TypeError, match="unexpected fields"):
+        _minimal_record(max_positon=4096)

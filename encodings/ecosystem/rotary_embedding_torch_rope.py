@@ -15,7 +15,7 @@ from torch import nn
 
 import posenc
 
-from .support import ORIGIN, available, missing, version
+from .support import ORIGIN, available, missing, rounded_when_cast, validates_no_input, version
 
 
 class OffsetAdapter(nn.Module):
@@ -37,16 +37,14 @@ def _build(**options):
     return build
 
 
+_INSTALLED = available("rotary-embedding-torch")
 _SOURCE = "rotary-embedding-torch {} (rotary_embedding_torch/rotary_embedding_torch.py)"
+_CAST = "freqs is a float parameter and the angle cache a float buffer: module.to(bfloat16) rounds both"
 _COMMON = {
     "PATH-1": posenc.not_applicable("an offset only: explicit positions go through the offset path"),
-    "PATH-3": posenc.refuted("freqs is a float parameter and the angle cache a float buffer: module.to(bfloat16) "
-                             "rounds both", dtypes=(torch.bfloat16, torch.float16)),
-    posenc.CONTRACT: posenc.refuted("rotate_queries_or_keys validates no input",
-                                    specs=("test_rejects_non_float_input", "test_rejects_wrong_rank",
-                                           "test_rejects_negative_positions")),
+    "PATH-3": rounded_when_cast(_CAST),
+    posenc.CONTRACT: validates_no_input("rotate_queries_or_keys validates no input"),
 }
-_INSTALLED = available("rotary-embedding-torch")
 
 for name, options, geometry, extra in (
     ("ret_rope", {}, posenc.RotaryGeometry(layout="interleaved", angle_dtype=torch.float32), {}),

@@ -7,6 +7,9 @@ import importlib
 import importlib.metadata
 
 import pytest
+import torch
+
+import posenc
 
 INSTALL_HINT = "pip install -e '.[ecosystem]'"
 #: What the records' ``origin`` says, and what ``--plugin`` takes to load them again (reproducers).
@@ -15,6 +18,19 @@ ORIGIN = "posenc.ecosystem"
 #: distribution name -> import name, for every library an adapter wraps.
 LIBRARIES = {"transformers": "transformers", "torchtune": "torchtune", "x-transformers": "x_transformers",
              "rotary-embedding-torch": "rotary_embedding_torch"}
+
+
+#: The contract specs a library that validates no input fails: a missing error, never silent garbage.
+UNCHECKED_INPUT_SPECS = ("test_rejects_non_float_input", "test_rejects_wrong_rank", "test_rejects_negative_positions")
+
+
+def validates_no_input(what: str) -> posenc.Declared:
+    return posenc.refuted(what, specs=UNCHECKED_INPUT_SPECS)
+
+
+def rounded_when_cast(why: str) -> posenc.Declared:
+    """PATH-3 refuted in bf16 and fp16: ``module.to(dtype)`` rounds the library's frequencies."""
+    return posenc.refuted(why, dtypes=(torch.bfloat16, torch.float16))
 
 
 def version(distribution: str) -> str | None:

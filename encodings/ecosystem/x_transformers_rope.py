@@ -15,7 +15,7 @@ from torch import nn
 
 import posenc
 
-from .support import ORIGIN, available, missing, version
+from .support import ORIGIN, available, missing, rounded_when_cast, validates_no_input, version
 
 
 class PairAdapter(nn.Module):
@@ -61,11 +61,9 @@ def xpos_scale(positions, rotary_dim, side, *, length):
 _SOURCE = "x-transformers {} (x_transformers/x_transformers.py: RotaryEmbedding, apply_rotary_pos_emb)"
 _COMMON = {
     "PATH-1": posenc.not_applicable("positions are passed explicitly"),
-    "PATH-3": posenc.refuted("inv_freq is a float buffer and positions take its dtype (t.type_as(inv_freq)): "
-                             "module.to(bfloat16) rounds both", dtypes=(torch.bfloat16, torch.float16)),
-    posenc.CONTRACT: posenc.refuted("RotaryEmbedding and apply_rotary_pos_emb validate no input",
-                                    specs=("test_rejects_non_float_input", "test_rejects_wrong_rank",
-                                           "test_rejects_negative_positions")),
+    "PATH-3": rounded_when_cast("inv_freq is a float buffer and positions take its dtype (t.type_as(inv_freq)): "
+                                "module.to(bfloat16) rounds both"),
+    posenc.CONTRACT: validates_no_input("RotaryEmbedding and apply_rotary_pos_emb validate no input"),
 }
 
 _INSTALLED = available("x-transformers")

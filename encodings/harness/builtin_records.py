@@ -18,27 +18,17 @@ from ..encoders.dynamic import DynamicPositionalEncoding
 from ..encoders.fused import CompiledRotaryEmbedding
 from ..encoders.hybrid import HybridPositionalEncoding
 from ..encoders.qk_rotary import CosSinRotaryEmbedding, XPosRotaryEmbedding, apply_rotary_cos_sin, xpos_scale
-from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbedding, RotaryEmbeddingComplex
+from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbeddingComplex
 from ..encoders.scaling import frequencies as schedules
 
 from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, BIAS_DEFAULTS, rotary_claims
-from .records import HOLDS, BuildConfig, EncoderRecord, RotaryGeometry, not_applicable, refuted, with_defaults
+from .record_builders import additive_record, attention_record, placed, rotary_record
+from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted, with_defaults
 
 # A trained dynamic scale: at its initial value 1 the 0.7 : 0.3 mix is plain RoPE.
 TRAINED_DYNAMIC_SCALE = 1.25
 
 INTERLEAVED = RotaryGeometry(layout="interleaved")
-
-
-def _on(module, config: BuildConfig):
-    return module.to(device=config.device, dtype=config.dtype)
-
-
-def _rope(layout: str, scaling_factor: float = 1.0, **options):
-    def build(c: BuildConfig):
-        return _on(RotaryEmbedding(c.head_dim, base=c.base, layout=layout, scaling_factor=scaling_factor, **options), c)
-
-    return build
 
 
 # Long-context schedules at published settings: NTK-aware ×4; YaRN ×4 over a 2048 context (its
@@ -51,7 +41,6 @@ DYNAMIC_TRAINED_LENGTH = 128  # the specs' max_len (SPEC_CONFIG)
 DYNAMIC_NTK = partial(schedules.dynamic_ntk, factor=2.0, max_position=DYNAMIC_TRAINED_LENGTH)
 LONGROPE = partial(schedules.longrope, factors=lambda pairs: [4.0 ** (i / max(pairs - 1, 1)) for i in range(pairs)])
 LONGROPE_MAGNITUDE = schedules.longrope_attention_factor(4.0, 2048)
-PARTIAL = RotaryGeometry(layout="half_split", rotary_fraction=0.25)
 _LENGTH_DEPENDENT = "θ follows each call's length past the trained 128 positions on purpose"
 _XPOS_RANGE = ("ζ_i^(±p/512) leaves the float range far out (fp32 at p ≈ 10^5, fp16 at p ≈ 10^4): "
                "the logits become 0·∞ there, as xPos's authors note for long inputs")
@@ -62,6 +51,16 @@ _SCALED = "the attention factor scales the rotated features by {:.4f}: a scaled 
 
 
 _NOT_THE_FORMULA = ("test_output_equals_formula_elementwise",)
+
+
+def long_context_record(name: str, geometry: RotaryGeometry, *, source: str, description: str):
+    """A long-context schedule, compared with 004 §10.3: θ is not base^(-2i/d) on purpose (ROPE-2),
+    and an attention factor other than 1 scales the rotation, so norms grow by it (ROPE-3)."""
+    claims = {"ROPE-2": _NOT_THE_SCHEDULE}
+    if geometry.magnitude != 1.0:
+        claims["ROPE-3"] = refuted(_SCALED.format(geometry.magnitude) + ": norms grow by that factor")
+    return rotary_record(name, geometry, designs=(), source=f"{source}, compared with 004 §10.3",
+                         description=description, claims=claims)
 _TABLE_ON_PUBLISHED = {c: not_applicable("000 §4.1's table is measured on the documents' own code (published_*)")
                        for c in ("PERF-1", "PERF-2")}
 _ATTENTION_SOURCES = "000 §3.3, 004 §4-5"
@@ -80,133 +79,59 @@ _MIX = "0.7·R_p x + 0.3·R_{s·p} x with s ≠ 1 is not a rotation"
 _ROTATION_CLAIMS = ("ROPE-1", "ROPE-2", "ROPE-7", "ROPE-8", "ROPE-9", "ROPE-10a", "ROPE-11", "ROPE-13")
 
 BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
-    EncoderRecord(
-        name="learnable",
-        designs=("learnable",),
-        build=lambda c: _on(LearnablePositionalEmbedding(c.max_len, c.d_model), c),
-        kind="additive",
-        input_layout="bsd",
-        table_limited=True,
-        source="000 §2.1",
-        description="BERT-style learned absolute table",
-        claims=with_defaults(ADDITIVE_DEFAULTS, {
-            "ABS-1": HOLDS,
-            "ABS-2": HOLDS,
-            "ABS-5": HOLDS,
-            "ABS-6": HOLDS,
-            "EXT-2": HOLDS,
-            **_TABLE_ON_PUBLISHED,
-        }),
+    additive_record(
+        "learnable", "learnable", lambda c: placed(LearnablePositionalEmbedding(c.max_len, c.d_model), c),
+        table_limited=True, source="000 §2.1", description="BERT-style learned absolute table",
+        holds=("ABS-1", "ABS-2", "ABS-5", "ABS-6", "EXT-2"), claims=_TABLE_ON_PUBLISHED,
     ),
-    EncoderRecord(
-        name="sinusoidal",
-        designs=("sinusoidal",),
-        build=lambda c: _on(SinusoidalPositionalEncoding(c.d_model, base=c.base), c),
-        kind="additive",
-        input_layout="bsd",
-        source="000 §2.2",
-        description="fixed sin/cos table of the original Transformer",
-        claims=with_defaults(ADDITIVE_DEFAULTS, {
-            "ABS-3": HOLDS,
-            "ABS-4": HOLDS,
-            "ABS-5": HOLDS,
-            "ABS-6": HOLDS,
-            "EXT-3": HOLDS,
-            **_TABLE_ON_PUBLISHED,
-        }),
+    additive_record(
+        "sinusoidal", "sinusoidal", lambda c: placed(SinusoidalPositionalEncoding(c.d_model, base=c.base), c),
+        source="000 §2.2", description="fixed sin/cos table of the original Transformer",
+        holds=("ABS-3", "ABS-4", "ABS-5", "ABS-6", "EXT-3"), claims=_TABLE_ON_PUBLISHED,
     ),
-    EncoderRecord(
-        name="rope_complex",
-        build=lambda c: _on(RotaryEmbeddingComplex(c.head_dim, c.max_len, base=c.base), c),
-        kind="rotary",
-        source="000 §3.2",
-        geometry=INTERLEAVED,
-        description="complex multiplication with a sin/cos cache that grows on demand",
-        claims=rotary_claims(),
+    rotary_record(
+        "rope_complex", INTERLEAVED, build=lambda c: placed(RotaryEmbeddingComplex(c.head_dim, c.max_len, base=c.base), c),
+        source="000 §3.2", description="complex multiplication with a sin/cos cache that grows on demand",
     ),
-    EncoderRecord(
-        name="rope_interleaved",
-        build=_rope("interleaved"),
-        kind="rotary",
-        source="000 §3.1, 004 §3.2 (formula)",
-        geometry=INTERLEAVED,
+    rotary_record(
+        "rope_interleaved", INTERLEAVED, source="000 §3.1, 004 §3.2 (formula)",
         description="real rotation of pairs (2i, 2i+1)",
-        claims=rotary_claims(),
     ),
-    EncoderRecord(
-        name="rope_concatenated",
-        designs=("rope", "rope_004_real"),
-        build=_rope("concatenated"),
-        kind="rotary",
-        source="004 §3.2 (code)",
-        geometry=RotaryGeometry(layout="concatenated"),
-        description="004 §3.2's output layout [all even outputs, all odd outputs]",
-        claims=rotary_claims({
-            "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it", specs=_NOT_THE_FORMULA),
-        }),
+    rotary_record(
+        "rope_concatenated", RotaryGeometry(layout="concatenated"), designs=("rope", "rope_004_real"),
+        source="004 §3.2 (code)", description="004 §3.2's output layout [all even outputs, all odd outputs]",
+        claims={"ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
+                                   specs=_NOT_THE_FORMULA)},
     ),
-    EncoderRecord(
-        name="rope_half_split",
-        build=_rope("half_split"),
-        kind="rotary",
-        source="GPT-NeoX / Hugging Face convention (for comparison)",
-        geometry=RotaryGeometry(layout="half_split"),
-        description="pairs (i, i + d/2)",
-        claims=rotary_claims({
-        }),
+    rotary_record(
+        "rope_half_split", RotaryGeometry(layout="half_split"),
+        source="GPT-NeoX / Hugging Face convention (for comparison)", description="pairs (i, i + d/2)",
     ),
-    EncoderRecord(
-        name="rope_multihead",
-        build=lambda c: _on(MultiHeadRotaryEmbedding(c.d_model, c.n_heads, base=c.base), c),
-        kind="rotary",
-        input_layout="bsd",
-        source="004 §7",
-        geometry=INTERLEAVED,
-        description="(batch, seq, d_model) split into heads, angles from head_dim",
-        claims=rotary_claims({"ATT-5": HOLDS}),
+    rotary_record(
+        "rope_multihead", INTERLEAVED, input_layout="bsd",
+        build=lambda c: placed(MultiHeadRotaryEmbedding(c.d_model, c.n_heads, base=c.base), c),
+        source="004 §7", description="(batch, seq, d_model) split into heads, angles from head_dim",
+        claims={"ATT-5": HOLDS},
     ),
-    EncoderRecord(
-        name="rope_linear_scaled",
-        designs=("rope", "rope_linear_scaling"),
-        build=_rope("interleaved", scaling_factor=4.0),
-        kind="rotary",
-        source="004 §10.3",
-        geometry=RotaryGeometry(layout="interleaved", scaling_factor=4.0),
-        description="position interpolation: positions divided by 4",
-        claims=rotary_claims({"ROPE-14": HOLDS}),
+    rotary_record(
+        "rope_linear_scaled", RotaryGeometry(scaling_factor=4.0), designs=("rope", "rope_linear_scaling"),
+        source="004 §10.3", description="position interpolation: positions divided by 4",
+        claims={"ROPE-14": HOLDS},
     ),
-    EncoderRecord(
-        name="rope_ntk_aware",
-        designs=(),
-        build=_rope("interleaved", frequencies=NTK),
-        kind="rotary",
-        source="NTK-aware scaled RoPE (bloc97, 2023), compared with 004 §10.3",
-        geometry=RotaryGeometry(layout="interleaved", frequencies=NTK),
+    long_context_record(
+        "rope_ntk_aware", RotaryGeometry(frequencies=NTK), source="NTK-aware scaled RoPE (bloc97, 2023)",
         description="θ_i = (b·s^(d/(d-2)))^(-2i/d), s = 4",
-        claims=rotary_claims({"ROPE-2": _NOT_THE_SCHEDULE}),
     ),
-    EncoderRecord(
-        name="rope_yarn",
-        designs=(),
-        build=_rope("interleaved", frequencies=YARN, magnitude=YARN_MAGNITUDE),
-        kind="rotary",
-        source="YaRN (Peng et al. 2023, §3.2-3.4), compared with 004 §10.3",
-        geometry=RotaryGeometry(layout="interleaved", frequencies=YARN, magnitude=YARN_MAGNITUDE),
+    long_context_record(
+        "rope_yarn", RotaryGeometry(frequencies=YARN, magnitude=YARN_MAGNITUDE),
+        source="YaRN (Peng et al. 2023, §3.2-3.4)",
         description="NTK-by-parts ramp (s = 4, L = 2048) and attention factor 0.1·ln s + 1",
-        claims=rotary_claims({
-            "ROPE-2": _NOT_THE_SCHEDULE,
-            "ROPE-3": refuted(_SCALED.format(YARN_MAGNITUDE) + ": norms grow by that factor"),
-        }),
     ),
-    EncoderRecord(
-        name="rope_dynamic_ntk",
-        designs=(),
-        build=_rope("interleaved", frequencies=DYNAMIC_NTK, length_dependent=True),
-        kind="rotary",
+    rotary_record(
+        "rope_dynamic_ntk", RotaryGeometry(frequencies=DYNAMIC_NTK, length_dependent=True), designs=(),
         source="dynamic NTK scaling (emozilla, 2023; transformers' rope_type='dynamic'), compared with 004 §10.3",
-        geometry=RotaryGeometry(layout="interleaved", frequencies=DYNAMIC_NTK, length_dependent=True),
         description=f"NTK-aware base grown with the call's own length past {DYNAMIC_TRAINED_LENGTH}, s = 2, no state",
-        claims=rotary_claims({
+        claims={
             "ROPE-1": refuted(_LENGTH_DEPENDENT + ": R_m (at length m+1) · R_n ≠ R_(m+n) (at length m+n+1)",
                               specs=("test_rotations_compose",)),
             "ROPE-4": refuted(_LENGTH_DEPENDENT + ": q and k in calls of different length turn at different rates"),
@@ -215,133 +140,89 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
             "ATT-4": refuted(_LENGTH_DEPENDENT + ": a shift past the trained length changes every angle"),
             "PATH-2": refuted(_LENGTH_DEPENDENT + ": a key cached at step j was rotated at length j + 1, "
                               "not at the full sequence's length"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="rope_longrope",
-        designs=(),
-        build=_rope("interleaved", frequencies=LONGROPE, magnitude=LONGROPE_MAGNITUDE),
-        kind="rotary",
-        source="LongRoPE (Ding et al. 2024, §3), per-pair factors, compared with 004 §10.3",
-        geometry=RotaryGeometry(layout="interleaved", frequencies=LONGROPE, magnitude=LONGROPE_MAGNITUDE),
+    long_context_record(
+        "rope_longrope", RotaryGeometry(frequencies=LONGROPE, magnitude=LONGROPE_MAGNITUDE),
+        source="LongRoPE (Ding et al. 2024, §3), per-pair factors",
         description="θ_i / λ_i with λ rising geometrically from 1 to 4 over the pairs, attention factor √(1 + ln 4 / ln 2048)",
-        claims=rotary_claims({
-            "ROPE-2": _NOT_THE_SCHEDULE,
-            "ROPE-3": refuted(_SCALED.format(LONGROPE_MAGNITUDE) + ": norms grow by that factor"),
-        }),
     ),
-    EncoderRecord(
-        name="rope_xpos",
-        designs=(),
-        build=lambda c: _on(XPosRotaryEmbedding(c.head_dim, base=c.base), c),
-        kind="rotary",
-        protocol="pair",
+    rotary_record(
+        "rope_xpos", RotaryGeometry(position_scale=xpos_scale()), designs=(), protocol="pair",
+        build=lambda c: placed(XPosRotaryEmbedding(c.head_dim, base=c.base), c),
         source="xPos (Sun et al. 2022, §3.1), a RoPE variant applied to q and k together",
-        geometry=RotaryGeometry(layout="interleaved", position_scale=xpos_scale()),
         description="interleaved RoPE, q scaled by ζ_i^(p/512) and k by ζ_i^(−p/512): the pair protocol",
-        claims=rotary_claims({
+        claims={
             "ROPE-3": refuted("q at p is scaled by ζ_i^(p/512) and k by its inverse: norms change on purpose"),
             "ROPE-4": refuted(_XPOS_FP16, dtypes=(torch.float16,)),
             "ROPE-10a": refuted(_XPOS_RANGE),
             "ROPE-11": refuted(_XPOS_RANGE),
             "PATH-1": not_applicable("the pair protocol takes explicit positions only"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="rope_cos_sin",
-        build=lambda c: _on(CosSinRotaryEmbedding(c.head_dim, base=c.base), c),
-        apply=apply_rotary_cos_sin,
-        kind="rotary",
-        protocol="cos_sin",
+    rotary_record(
+        "rope_cos_sin", RotaryGeometry(layout="half_split"), protocol="cos_sin", apply=apply_rotary_cos_sin,
+        build=lambda c: placed(CosSinRotaryEmbedding(c.head_dim, base=c.base), c),
         source="the transformers / vLLM convention: cos, sin = rope(x, position_ids); apply(q, k, cos, sin)",
-        geometry=RotaryGeometry(layout="half_split"),
         description="half-split cos/sin tables, then q·cos + rotate_half(q)·sin: the cos/sin protocol",
-        claims=rotary_claims({
-            "PATH-1": not_applicable("the cos/sin protocol takes explicit positions only"),
-        }),
+        claims={"PATH-1": not_applicable("the cos/sin protocol takes explicit positions only")},
     ),
-    EncoderRecord(
-        name="rope_partial",
-        build=lambda c: _on(RotaryEmbedding(c.head_dim, base=c.base, layout="half_split",
-                                            rotary_dim=PARTIAL.rotary_dim(c.head_dim)), c),
-        kind="rotary",
+    rotary_record(
+        "rope_partial", RotaryGeometry(layout="half_split", rotary_fraction=0.25),
         source="partial rotary (GPT-NeoX, rotary_pct = 0.25), compared with 004 §3.2",
-        geometry=PARTIAL,
         description="the first quarter of each head rotated in half-split pairs, the rest passed through",
-        claims=rotary_claims({
-        }),
     ),
-    EncoderRecord(
-        name="rope_llama3",
-        designs=(),
-        build=_rope("interleaved", frequencies=LLAMA3),
-        kind="rotary",
-        source="Llama 3.1 rope_scaling (factor 8, low 1, high 4, original 8192), compared with 004 §10.3",
-        geometry=RotaryGeometry(layout="interleaved", frequencies=LLAMA3),
+    long_context_record(
+        "rope_llama3", RotaryGeometry(frequencies=LLAMA3),
+        source="Llama 3.1 rope_scaling (factor 8, low 1, high 4, original 8192)",
         description="short wavelengths kept, long ones divided by 8, a smooth band between",
-        claims=rotary_claims({"ROPE-2": _NOT_THE_SCHEDULE}),
     ),
-    EncoderRecord(
-        name="attention_rope",
-        build=lambda c: _on(RoPEAttention(c.d_model, c.n_heads, base=c.base), c),
-        kind="attention",
-        input_layout="bsd",
+    attention_record(
+        "attention_rope", lambda c: placed(RoPEAttention(c.d_model, c.n_heads, base=c.base), c),
         source=_ATTENTION_SOURCES,
         geometry=INTERLEAVED,
         description="softmax attention (SDPA) with RoPE on q, k",
-        claims=with_defaults(ATTENTION_DEFAULTS, {"ROPE-12": HOLDS}),
+        claims={"ROPE-12": HOLDS},
     ),
-    EncoderRecord(
-        name="attention_rope_causal",
-        build=lambda c: _on(RoPEAttention(c.d_model, c.n_heads, base=c.base, causal=True), c),
-        kind="attention",
-        input_layout="bsd",
+    attention_record(
+        "attention_rope_causal", lambda c: placed(RoPEAttention(c.d_model, c.n_heads, base=c.base, causal=True), c),
         source=_ATTENTION_SOURCES,
         geometry=INTERLEAVED,
         description="causal softmax attention (SDPA) with RoPE on q, k",
-        claims=with_defaults(ATTENTION_DEFAULTS, {
+        claims={
             "ATT-3": HOLDS,
             "ROPE-10b": refuted("trained at L on an order-2 Markov language, R(2), R(4), R(8) exceed 1.10 for every seed"),
             "EXT-1": HOLDS,
             "ROPE-12": HOLDS,
-        }),
+        },
     ),
-    EncoderRecord(
-        name="linear_attention_rope",
+    attention_record(
+        "linear_attention_rope", lambda c: placed(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base), c),
         designs=("linear_attention",),
-        build=lambda c: _on(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base), c),
-        kind="attention",
-        input_layout="bsd",
         source="000 §5.2 (RoFormer eq. 19 order)",
         geometry=INTERLEAVED,
         description="φ = elu(W·)+1, rotate features, unrotated normaliser",
-        claims=with_defaults(ATTENTION_DEFAULTS, _LINEAR),
+        claims=_LINEAR,
     ),
-    EncoderRecord(
-        name="linear_attention_rope_published",
+    attention_record(
+        "linear_attention_rope_published", lambda c: placed(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base, order="rotate_then_map"), c),
         designs=("linear_attention",),
-        build=lambda c: _on(LinearAttentionRoPE(c.d_model, c.n_heads, base=c.base, order="rotate_then_map"), c),
-        kind="attention",
-        input_layout="bsd",
         source="000 §5.2 (published order)",
         geometry=INTERLEAVED,
         description="rotate, linear feature map, softmax of k over the sequence",
-        claims=with_defaults(ATTENTION_DEFAULTS, {
+        claims={
             **_LINEAR,
             "LIN-2": refuted(_ROTATE_THEN_MAP, specs=("test_linear_attention_is_shift_invariant",)),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="hybrid",
+    rotary_record(
+        "hybrid", INTERLEAVED, build=lambda c: placed(HybridPositionalEncoding(c.d_model, c.n_heads, c.max_len, base=c.base), c),
         designs=("hybrid",),
-        build=lambda c: _on(HybridPositionalEncoding(c.d_model, c.n_heads, c.max_len, base=c.base), c),
-        kind="rotary",
         input_layout="bsd",
         table_limited=True,
         source="000 §5.1",
-        geometry=INTERLEAVED,
         description="learnable table, then RoPE per head",
-        claims=rotary_claims({
+        claims={
             **{c: not_applicable(_ADDS_BEFORE_ROTATING) for c in _ROTATION_CLAIMS},
             "ABS-2": HOLDS,
             "ATT-5": HOLDS,
@@ -351,18 +232,15 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
             "ROPE-4": refuted("⟨R_m(q + E_m), R_n(k + E_n)⟩ has terms in E_m and E_n"),
             "ROPE-5": refuted("the learnable table is trainable"),
             "ATT-4": refuted("the learned table makes logits depend on absolute positions"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="dynamic",
-        designs=("dynamic",),
-        build=lambda c: _on(DynamicPositionalEncoding(c.head_dim, c.max_len, base=c.base,
-                                                      initial_scale=TRAINED_DYNAMIC_SCALE), c),
-        kind="rotary",
+    rotary_record(
+        "dynamic", INTERLEAVED, designs=("dynamic",),
+        build=lambda c: placed(DynamicPositionalEncoding(c.head_dim, c.max_len, base=c.base,
+                                                         initial_scale=TRAINED_DYNAMIC_SCALE), c),
         source="000 §5.3",
-        geometry=INTERLEAVED,
         description=f"0.7 : 0.3 mix of RoPE at p and at s·p, learned s (built at s = {TRAINED_DYNAMIC_SCALE})",
-        claims=rotary_claims({
+        claims={
             **{c: not_applicable(_OWN_FORMULA) for c in _ROTATION_CLAIMS},
             "DYN-1": HOLDS,
             "DYN-2": HOLDS,
@@ -371,20 +249,16 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
             "ROPE-4": refuted(_MIX + ": cross terms depend on s·n − m"),
             "ROPE-5": refuted("the scale is a trainable parameter"),
             "ATT-4": refuted(_MIX + ": attention depends on absolute positions"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="rope_compiled",
-        build=lambda c: _on(CompiledRotaryEmbedding(c.head_dim, base=c.base), c),
-        kind="rotary",
+    rotary_record(
+        "rope_compiled", INTERLEAVED, build=lambda c: placed(CompiledRotaryEmbedding(c.head_dim, base=c.base), c),
         source="000 §3.1, 004 §3.2",
-        geometry=INTERLEAVED,
         description="interleaved RoPE fused into one torch.compile kernel (C++ on CPU, Triton on CUDA)",
-        claims=rotary_claims(),
     ),
     EncoderRecord(
         name="alibi",
-        build=lambda c: _on(ALiBiBias(c.n_heads), c),
+        build=lambda c: placed(ALiBiBias(c.n_heads), c),
         kind="bias",
         input_layout="bsd",
         designs=("alibi",),

@@ -51,16 +51,16 @@ class ProtocolSubject(nn.Module):
         self.record, self.library = record, library
 
     def pair(self, q, k, q_positions, k_positions):
-        if self.record.protocol == "pair":
+        if self.record.calling.protocol == "pair":
             return self.library(q, k, q_positions, k_positions)
         if q_positions is k_positions or (q.shape[:2] == k.shape[:2] and torch.equal(q_positions, k_positions)):
             cos, sin = self.library(q, q_positions)
-            return self.record.apply(q, k, cos, sin)
+            return self.record.calling.apply(q, k, cos, sin)
         # Two tables, for calls of one length (see encode_pair): a stateful library sees no change of length.
         last = int(max(q_positions.max(), k_positions.max()))
         q_cos, q_sin = _call_ending_at(self.library, q, q_positions, last)
         k_cos, k_sin = _call_ending_at(self.library, k, k_positions, last)
-        return self.record.apply(q, q, q_cos, q_sin)[0], self.record.apply(k, k, k_cos, k_sin)[1]
+        return self.record.calling.apply(q, q, q_cos, q_sin)[0], self.record.calling.apply(k, k, k_cos, k_sin)[1]
 
     def forward(self, x, positions=None, offset=0):
         p = _positions(x, positions, offset)
@@ -140,10 +140,10 @@ class PrefixSubject(nn.Module):
 
 def subject(record: EncoderRecord, module: nn.Module) -> nn.Module:
     """``module`` as the specs call it: itself for the ``single`` protocol, wrapped otherwise."""
-    if record.protocol != "single":
+    if record.calling.protocol != "single":
         return ProtocolSubject(record, module)
     wrappers = {"offset": OffsetSubject, "none": PrefixSubject}
-    return wrappers[record.positions](record, module) if record.positions in wrappers else module
+    return wrappers[record.calling.positions](record, module) if record.calling.positions in wrappers else module
 
 
 def encode_pair(module: nn.Module, q, k, q_positions=None, k_positions=None, *, q_offset=0, k_offset=0):

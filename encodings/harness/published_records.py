@@ -11,7 +11,8 @@ import torch
 
 from ..encoders.published import doc000, doc004
 from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, rotary_claims
-from .records import HOLDS, BuildConfig, EncoderRecord, RotaryGeometry, not_applicable, refuted, tolerances_for_angles, with_defaults
+from .record_builders import additive_record, attention_record, placed, rotary_record
+from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted, tolerances_for_angles, with_defaults
 
 FP32_ANGLES = tolerances_for_angles(torch.float32)  # every snippet forms its angles in float32
 INTERLEAVED_FP32 = RotaryGeometry(layout="interleaved", angle_dtype=torch.float32)
@@ -19,11 +20,8 @@ CONCATENATED_FP32 = RotaryGeometry(layout="concatenated", angle_dtype=torch.floa
 EXACT = (torch.float32, torch.float64)
 CACHE_ROWS = 2048  # 000 §3.2's max_seq_len default
 #: What every encoder built on 000 §3.2's RoPE shares: its 2048-row cache, base 10000, float32 angles.
-ON_000_ROPE = dict(max_position=CACHE_ROWS, fixed_base=True, geometry=INTERLEAVED_FP32, dtypes=EXACT)
-
-
-def _on(module, config: BuildConfig):
-    return module.to(device=config.device, dtype=config.dtype)
+ON_000_ROPE_LIMITS = dict(max_position=CACHE_ROWS, fixed_base=True, dtypes=EXACT)
+ON_000_ROPE = dict(ON_000_ROPE_LIMITS, geometry=INTERLEAVED_FP32)
 
 
 _NO_OFFSET_PATH = not_applicable("the published code takes no positions: no offset path to compare")
@@ -43,67 +41,52 @@ _CACHE_END = "the published sin/cos cache has 2048 rows: past them the published
 _HEADS_AXIS = "the published attention multiplies (batch, seq, heads, d) tensors: it attends across heads at each position"
 
 #: 004 §3.2's apply_rope, alone (§3.3) or in §7: a correct rotation written as [even, odd], no input checks.
-_APPLY_ROPE_004 = rotary_claims({
+_APPLY_ROPE_004 = {
     "PATH-1": _NO_OFFSET_PATH,
     "contract": _no_validation(_NON_FLOAT, _RANK),
     "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
                        specs=("test_output_equals_formula_elementwise",)),
-})
+}
+
+#: What every encoder built on 004 §3.1-3.2's get_rope_angles and apply_rope shares.
+ON_004_ROPE = dict(fixed_base=True, geometry=CONCATENATED_FP32, dtypes=EXACT)
+
+
+def _apply_rope_004(name: str, build, *, corrects: str, source: str, description: str) -> EncoderRecord:
+    """004 §3.2's apply_rope on (batch, seq, heads, head_dim), positions 0 … seq − 1."""
+    return rotary_record(name, CONCATENATED_FP32, build=build, positions="none", designs=("rope", "rope_004_real"),
+                         fixed_base=True, dtypes=EXACT, corrects=corrects, source=source, description=description,
+                         claims=_APPLY_ROPE_004)
+
 
 PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
-    EncoderRecord(
-        name="published_learnable",
-        build=lambda c: _on(doc000.LearnablePositionalEmbedding(c.max_len, c.d_model), c),
-        kind="additive",
-        input_layout="bsd",
-        positions="none",
-        table_limited=True,
-        designs=("learnable",),
-        source="000 §2.1 (as published)",
-        corrects="learnable",
+    additive_record(
+        "published_learnable", "learnable", lambda c: placed(doc000.LearnablePositionalEmbedding(c.max_len, c.d_model), c),
+        positions="none", table_limited=True, corrects="learnable", source="000 §2.1 (as published)",
         description="nn.Embedding(max_seq_len, d) added at arange(seq)",
-        claims=with_defaults(ADDITIVE_DEFAULTS, {
-            "contract": _no_validation(_NON_FLOAT, _RANK),
-            "ABS-1": HOLDS,
-            "ABS-2": HOLDS,
-            "ABS-5": HOLDS,
-            "ABS-6": HOLDS,
-            "PERF-1": HOLDS,
-            "PERF-2": HOLDS,
-        }),
+        holds=("ABS-1", "ABS-2", "ABS-5", "ABS-6", "PERF-1", "PERF-2"),
+        claims={"contract": _no_validation(_NON_FLOAT, _RANK)},
     ),
-    EncoderRecord(
-        name="published_sinusoidal",
-        build=lambda c: _on(doc000.SinusoidalAdded(), c),
-        kind="additive",
-        input_layout="bsd",
-        positions="none",
-        designs=("sinusoidal",),
-        corrects="sinusoidal",
-        tolerances=FP32_ANGLES,
-        dtypes=EXACT,
+    additive_record(
+        "published_sinusoidal", "sinusoidal", lambda c: placed(doc000.SinusoidalAdded(), c),
+        positions="none", corrects="sinusoidal", tolerances=FP32_ANGLES, dtypes=EXACT,
         source="000 §2.2 (as published, added to x)",
         description="sinusoidal_position_encoding(seq_len, d), a float32 table built per call",
-        claims=with_defaults(ADDITIVE_DEFAULTS, {
+        holds=("ABS-3", "ABS-4", "ABS-5", "ABS-6"),
+        claims={
             "contract": _no_validation(_NON_FLOAT),
-            "ABS-3": HOLDS,
-            "ABS-4": HOLDS,
-            "ABS-5": HOLDS,
-            "ABS-6": HOLDS,
             "PERF-1": refuted(_PERF1_CPU),
             "PERF-2": refuted("the float32 table of 512 × 768 is built on every call: 3.2 MB, not 0.2 MB (measured)"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="published_rope",
-        build=lambda c: _on(doc000.RotaryPositionEmbedding(c.head_dim), c),
-        **ON_000_ROPE,
-        kind="rotary",
+    rotary_record(
+        "published_rope", INTERLEAVED_FP32, build=lambda c: placed(doc000.RotaryPositionEmbedding(c.head_dim), c),
+        **ON_000_ROPE_LIMITS,
         positions="none",
         source="000 §3.2 (as published, cache width fixed)",
         corrects="rope_complex",
         description="complex multiplication with a fixed 2048-row float32 sin/cos cache",
-        claims=rotary_claims({
+        claims={
             "PATH-1": _NO_OFFSET_PATH,
             "contract": _no_validation(_RANK),
             "ROPE-9": refuted(_CACHE_END),
@@ -112,31 +95,24 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
                                dtypes=(torch.bfloat16,)),
             "PERF-1": refuted(_PERF1_CPU),
             "PERF-2": refuted("on q and k: a 0.5 MB cache and 3.3 MB per call, 3.8 MB, not 1.5 MB (measured)"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="published_attention",
-        build=lambda c: _on(doc000.AttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
-        **ON_000_ROPE,
-        kind="attention",
-        input_layout="bsd",
-        source="000 §3.3 (as published, with 000 §3.2's RoPE)",
-        corrects="attention_rope",
+    attention_record(
+        "published_attention", lambda c: placed(doc000.AttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
+        **ON_000_ROPE, corrects="attention_rope", source="000 §3.3 (as published, with 000 §3.2's RoPE)",
         description="q @ kᵀ on (batch, seq, heads, d): softmax over heads, not over the sequence",
-        claims=with_defaults(ATTENTION_DEFAULTS, {
+        claims={
             "contract": _no_validation(_RANK, *_POSITIONS),
             "ATT-1": refuted(_HEADS_AXIS),
             "ATT-2": refuted(_HEADS_AXIS + ": its softmax rows run over heads, so they are not the sequence's weights"),
             "ATT-5": refuted("d_model % heads ≠ 0 fails in view() with a shape error that names no rule"),
             "ROPE-6": refuted(_HEADS_AXIS + ": other heads' values are mixed into each output (ATT-1's defect; "
                               "the spec cannot tell it from rotated values)"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="published_hybrid",
-        build=lambda c: _on(doc000.HybridPositionEncoding(c.d_model, c.max_len), c),
-        **ON_000_ROPE,
-        kind="rotary",
+    rotary_record(
+        "published_hybrid", INTERLEAVED_FP32, build=lambda c: placed(doc000.HybridPositionEncoding(c.d_model, c.max_len), c),
+        **ON_000_ROPE_LIMITS,
         input_layout="bsd",
         positions="none",
         table_limited=True,
@@ -152,17 +128,14 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
             "HYB-1": not_applicable("not decidable by a spec: see HYB-1 in specs/claims.md"),
         },
     ),
-    EncoderRecord(
-        name="published_linear_attention",
-        build=lambda c: _on(doc000.LinearAttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
+    attention_record(
+        "published_linear_attention", lambda c: placed(doc000.LinearAttentionWithRoPEAdapter(c.d_model, c.n_heads), c),
         **ON_000_ROPE,
-        kind="attention",
-        input_layout="bsd",
         designs=("linear_attention",),
         source="000 §5.2 (as published, to_qkv defined)",
         corrects="linear_attention_rope",
         description="rotate, Linear(d, 2d) feature map, softmax of k over the sequence, no normaliser",
-        claims=with_defaults(ATTENTION_DEFAULTS, {
+        claims={
             "contract": _no_validation(_RANK, *_POSITIONS),
             "ATT-1": not_applicable("linear attention is not softmax attention by design"),
             "ATT-2": not_applicable("linear attention is not softmax attention by design"),
@@ -171,13 +144,11 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
             "ROPE-6": not_applicable("judged on softmax attention"),
             "LIN-1": HOLDS,
             "LIN-2": refuted("a learned map and a softmax over the sequence after the rotation destroy the relative structure"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="published_dynamic",
-        build=lambda c: _on(doc000.DynamicPositionEncodingAdapter(c.head_dim), c),
-        **ON_000_ROPE,
-        kind="rotary",
+    rotary_record(
+        "published_dynamic", INTERLEAVED_FP32, build=lambda c: placed(doc000.DynamicPositionEncodingAdapter(c.head_dim), c),
+        **ON_000_ROPE_LIMITS,
         designs=("dynamic",),
         source="000 §5.3 (as published, input shape read as x.shape[:2])",
         corrects="dynamic",
@@ -192,48 +163,24 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
             "ROPE-4": refuted("positions never reach the rotation: moving q away from k leaves the logits unchanged"),
         },
     ),
-    EncoderRecord(
-        name="published_rope_004",
-        build=lambda c: _on(doc004.RoPE004(), c),
-        fixed_base=True,
-        kind="rotary",
-        positions="none",
-        designs=("rope", "rope_004_real"),
-        geometry=CONCATENATED_FP32,
-        dtypes=EXACT,
+    _apply_rope_004(
+        "published_rope_004", lambda c: placed(doc004.RoPE004(), c), corrects="rope_interleaved",
         source="004 §3.1-3.3 (as published, applied to each head)",
-        corrects="rope_interleaved",
         description="get_rope_angles + apply_rope: outputs written as [even pairs' x′, odd pairs' x′]",
-        claims=_APPLY_ROPE_004,
     ),
-    EncoderRecord(
-        name="published_attention_004",
-        build=lambda c: _on(doc004.Attention004(c.d_model, c.n_heads), c),
-        fixed_base=True,
-        kind="attention",
-        input_layout="bsd",
-        geometry=CONCATENATED_FP32,
-        dtypes=EXACT,
+    attention_record(
+        "published_attention_004", lambda c: placed(doc004.Attention004(c.d_model, c.n_heads), c),
+        **ON_004_ROPE, corrects="attention_rope",
         source="004 §2.2, §4-5.1 (as published, run per head with d_k = head_dim)",
-        corrects="attention_rope",
         description="one head: bias-free W_Q, W_K, W_V; RoPE on Q, K; softmax(QKᵀ/√d_k) V",
-        claims=with_defaults(ATTENTION_DEFAULTS, {
+        claims={
             "contract": _no_validation(*_POSITIONS),
             "ATT-5": refuted("d_model // num_heads is used silently: d_model % heads ≠ 0 gives a wrong split, no error"),
-        }),
+        },
     ),
-    EncoderRecord(
-        name="published_multihead_004",
-        build=lambda c: _on(doc004.MultiHeadRoPE(c.d_model, c.n_heads), c),
-        fixed_base=True,
-        kind="rotary",
-        positions="none",
-        designs=("rope", "rope_004_real"),
-        geometry=CONCATENATED_FP32,
-        dtypes=EXACT,
-        source="004 §7 (as published, two fixes to run)",
-        corrects="rope_multihead",
+    _apply_rope_004(
+        "published_multihead_004", lambda c: placed(doc004.MultiHeadRoPE(c.d_model, c.n_heads), c),
+        corrects="rope_multihead", source="004 §7 (as published, two fixes to run)",
         description="apply_rope on (batch, seq, heads, head_dim), angles from head_dim",
-        claims=_APPLY_ROPE_004,
     ),
 )

@@ -12,17 +12,17 @@ registry that holds them is :mod:`.registry`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Literal, Mapping
 
 import torch
 from torch import nn
 
 from .claims import CLAIMS, CONTRACT, DESIGNS, is_subject
+from .states import DECLARABLE, State
 
 Kind = Literal["additive", "rotary", "attention", "bias"]
 Layout = Literal["bsd", "bshd"]
-Status = Literal["holds", "refuted", "n/a"]
 #: How a rotary encoder is called (see :class:`EncoderRecord`).
 Protocol = Literal["single", "pair", "cos_sin"]
 PROTOCOLS = ("single", "pair", "cos_sin")
@@ -39,18 +39,19 @@ CLEAR_ERROR_SPECS = ("test_rejects_non_float_input", "test_rejects_wrong_rank",
 class Declared:
     """A declared verdict. ``specs`` narrows a refutation to the named spec functions."""
 
-    status: Status
+    status: State  # holds, refuted or n/a (states.DECLARABLE)
     reason: str = ""
     specs: tuple[str, ...] = ()
     dtypes: tuple[torch.dtype, ...] = ()  # a refutation only in these input dtypes
     garbage: bool = False  # a contract refutation that also covers silent garbage (published code as it is)
 
     def __post_init__(self):
-        if self.status not in ("holds", "refuted", "n/a"):
-            raise ValueError(f"status must be holds, refuted or n/a, got {self.status!r}")
-        if self.status != "holds" and not self.reason:
+        if self.status not in DECLARABLE:
+            raise ValueError(f"status must be one of {', '.join(DECLARABLE)}, got {self.status!r}")
+        object.__setattr__(self, "status", State(self.status))
+        if self.status != State.HOLDS and not self.reason:
             raise ValueError(f"a {self.status} declaration needs a reason")
-        if (self.specs or self.dtypes) and self.status != "refuted":
+        if (self.specs or self.dtypes) and self.status != State.REFUTED:
             raise ValueError("only a refutation can be aimed at named specs or dtypes")
         for dtype in self.dtypes:
             if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -58,23 +59,23 @@ class Declared:
 
     def expects_failure(self, spec_name: str, dtype: torch.dtype | None = None) -> bool:
         """Whether ``spec_name`` (run in ``dtype``, if it takes one) must fail as declared."""
-        if self.status != "refuted" or (self.specs and spec_name not in self.specs):
+        if self.status != State.REFUTED or (self.specs and spec_name not in self.specs):
             return False
         return not self.dtypes or dtype in self.dtypes
 
 
-HOLDS = Declared("holds")
+HOLDS = Declared(State.HOLDS)
 
 
 def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = (), dtypes=(), garbage: bool = False) -> Declared:
     """A strict expected failure; ``specs`` and ``dtypes`` narrow it (for example bf16 and fp16 only).
     ``garbage``: a contract refutation that also expects silent garbage, for the documents' code as
     published (a library's contract refutation excuses only a missing or unclear error)."""
-    return Declared("refuted", reason, tuple(specs), tuple(dtypes), garbage)
+    return Declared(State.REFUTED, reason, tuple(specs), tuple(dtypes), garbage)
 
 
 def not_applicable(reason: str) -> Declared:
-    return Declared("n/a", reason)
+    return Declared(State.NA, reason)
 
 
 @dataclass(frozen=True)
@@ -217,12 +218,40 @@ class BuildConfig:
 SPEC_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
 
 
-@dataclass(frozen=True, repr=False)
-class EncoderRecord:
-    """One encoder under test.
+@dataclass(frozen=True)
+class Calling:
+    """How the harness calls an encoder (see :class:`EncoderRecord` for each convention)."""
 
-    ``build(config)`` returns a module on ``config.device`` in ``config.dtype``.
-    Call convention by ``kind``:
+    protocol: Protocol = "single"
+    apply: Callable | None = None  # cos_sin protocol: apply(q, k, cos, sin) -> (q', k')
+    positions: Literal["any", "offset", "none"] = "any"  # "offset": a start offset only; "none": x alone
+    input_layout: Layout = "bshd"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The configurations an encoder supports: a spec that needs another reads ``n/a`` (excluded)."""
+
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+    min_head_dim: int = 2
+    head_dim_multiple: int = 2
+    max_head_dim: int | None = None  # a module of one fixed size
+    max_position: int | None = None  # a fixed table (a published cache) covers positions below this
+    table_limited: bool = False  # positions must stay below config.max_len (a learned table)
+    fixed_base: bool = False  # built with base 10000 whatever the config says (published code)
+
+
+_GROUPED = {**{name: "calling" for name in Calling.__dataclass_fields__},
+            **{name: "limits" for name in Limits.__dataclass_fields__}}
+
+
+@dataclass(frozen=True, repr=False, init=False)
+class EncoderRecord:
+    """One encoder under test, its fields in four groups.
+
+    **What to build and how to call it.** ``build(config)`` returns a module on ``config.device``
+    in ``config.dtype``; ``kind``, ``source``, ``description``; ``calling`` (:class:`Calling`).
+    By ``kind``:
 
     * ``additive``: ``module(x, positions=None, offset=0)`` on ``(batch, seq, d_model)``;
     * ``rotary``: on ``(batch, seq, heads, head_dim)`` (``input_layout="bshd"``) or
@@ -244,16 +273,22 @@ class EncoderRecord:
     ``positions="none"``: the encoder takes ``module(x)`` alone (positions ``0 … seq − 1``, as the
     documents' snippets); the harness reaches position ``p`` through a zero prefix of ``p`` tokens.
 
-    ``min_head_dim`` and ``head_dim_multiple`` say which configurations the encoder supports:
-    a spec that needs another is skipped with the reason, never run into a crash.
+    **Geometry.** ``geometry`` (:class:`RotaryGeometry`), the float64 rotation it must reproduce;
     ``tolerances`` default to those derived from ``geometry.angle_dtype``.
-    The ``contract`` row may be declared in ``claims`` too (a library that validates no input).
-    ``max_position``: positions past a fixed table (000 §3.2's 2048-row cache) are used only by the
-    specs of claims about going past it (ROPE-9, ROPE-10a), where an error is a violation.
-    ``designs`` names the documents' designs the encoder implements (default: ``rope`` for rotary,
-    ``rope_attention`` for attention, none for additive). A claim's cell is a verdict on the
-    documents only where the claim is made about one of them (:data:`posenc.harness.claims.SUBJECTS`);
-    elsewhere it is a cross-check, shown apart.
+
+    **Declarations.** ``claims``: a :class:`Declared` verdict for every claim (the ``contract`` row
+    may be declared too: a library that validates no input); ``designs`` names the documents'
+    designs the encoder implements (default: ``rope`` for rotary, ``rope_attention`` for attention,
+    none for additive). A claim's cell is a verdict on the documents only where the claim is made
+    about one of them (:data:`posenc.harness.claims.SUBJECTS`); elsewhere it is a cross-check.
+    ``corrects`` names the published encoder this one corrects.
+
+    **Limits** (:class:`Limits`). Supported dtypes and head sizes; ``max_position``: positions past
+    a fixed table (000 §3.2's 2048-row cache) are used only by the specs of claims about going past
+    it (ROPE-9, ROPE-10a), where an error is a violation.
+
+    The fields of ``calling`` and ``limits`` may also be given, and read, by their own names
+    (``protocol="pair"``, ``record.max_position``), as plug-in files written before the groups do.
     """
 
     name: str
@@ -261,45 +296,58 @@ class EncoderRecord:
     kind: Kind
     source: str
     claims: Mapping[str, Declared]
-    input_layout: Layout = "bshd"
-    geometry: RotaryGeometry | None = None
-    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-    tolerances: Mapping[torch.dtype, Tolerance] | None = None
-    table_limited: bool = False  # positions must stay below config.max_len (a learned table)
     description: str = ""
     origin: str = "built-in"
-    protocol: Protocol = "single"
-    apply: Callable | None = None  # cos_sin protocol: apply(q, k, cos, sin) -> (q', k')
-    min_head_dim: int = 2
-    head_dim_multiple: int = 2
-    max_head_dim: int | None = None  # a module of one fixed size
-    positions: Literal["any", "offset", "none"] = "any"  # "offset": a start offset only; "none": x alone
-    max_position: int | None = None  # a fixed table (a published cache) covers positions below this
-    fixed_base: bool = False  # built with base 10000 whatever the config says (published code)
+    calling: Calling = Calling()
+    geometry: RotaryGeometry | None = None
+    tolerances: Mapping[torch.dtype, Tolerance] | None = None
+    limits: Limits = Limits()
     designs: tuple[str, ...] | None = None  # the documents' designs it implements (claims.DESIGNS)
     corrects: str = ""  # the published encoder this one corrects
 
+    def __init__(self, name, build, kind, source, claims, description="", origin="built-in", calling=None,
+                 geometry=None, tolerances=None, limits=None, designs=None, corrects="", **grouped):
+        unknown = sorted(set(grouped) - set(_GROUPED))
+        if unknown:
+            raise TypeError(f"EncoderRecord got unexpected fields {unknown}")
+        calling = replace(calling or Calling(), **{k: v for k, v in grouped.items() if _GROUPED[k] == "calling"})
+        limits = replace(limits or Limits(), **{k: v for k, v in grouped.items() if _GROUPED[k] == "limits"})
+        for field_name, value in (("name", name), ("build", build), ("kind", kind), ("source", source),
+                                  ("claims", claims), ("description", description), ("origin", origin),
+                                  ("calling", calling), ("geometry", geometry), ("tolerances", tolerances),
+                                  ("limits", limits), ("designs", designs), ("corrects", corrects)):
+            object.__setattr__(self, field_name, value)
+        self.__post_init__()
+
+    def __getattr__(self, name: str):
+        group = _GROUPED.get(name)
+        if group is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(object.__getattribute__(self, group), name)
+
     def __post_init__(self):
+        calling, limits = self.calling, self.limits
         if self.kind not in ("additive", "rotary", "attention", "bias"):
             raise ValueError(f"{self.name}: kind must be additive, rotary, attention or bias, got {self.kind!r}")
-        if self.input_layout not in ("bsd", "bshd"):
-            raise ValueError(f"{self.name}: input_layout must be bsd or bshd, got {self.input_layout!r}")
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
-        if self.protocol != "single" and (self.kind != "rotary" or self.input_layout != "bshd"):
-            raise ValueError(f"{self.name}: the {self.protocol} protocol is for rotary encoders on "
+        if calling.input_layout not in ("bsd", "bshd"):
+            raise ValueError(f"{self.name}: input_layout must be bsd or bshd, got {calling.input_layout!r}")
+        if calling.protocol not in PROTOCOLS:
+            raise ValueError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {calling.protocol!r}")
+        if calling.protocol != "single" and (self.kind != "rotary" or calling.input_layout != "bshd"):
+            raise ValueError(f"{self.name}: the {calling.protocol} protocol is for rotary encoders on "
                              "(batch, seq, heads, head_dim)")
-        if self.positions not in ("any", "offset", "none") or (self.positions != "any" and self.protocol != "single"):
+        if calling.positions not in ("any", "offset", "none") or (
+                calling.positions != "any" and calling.protocol != "single"):
             raise ValueError(f"{self.name}: positions must be 'any', or 'offset' or 'none' for the single protocol, "
-                             f"got {self.positions!r}")
-        if self.positions == "none" and self.kind == "attention":
+                             f"got {calling.positions!r}")
+        if calling.positions == "none" and self.kind == "attention":
             raise ValueError(f"{self.name}: positions='none' is reached by a zero prefix, exact only for per-token "
                              "encoders; an attention module gives attend(..., offset=) instead")
-        if (self.protocol == "cos_sin") != (self.apply is not None):
+        if (calling.protocol == "cos_sin") != (calling.apply is not None):
             raise ValueError(f"{self.name}: the cos_sin protocol needs apply(q, k, cos, sin), and only it takes one")
-        if self.min_head_dim < 2 or self.head_dim_multiple < 2 or self.head_dim_multiple % 2:
+        if limits.min_head_dim < 2 or limits.head_dim_multiple < 2 or limits.head_dim_multiple % 2:
             raise ValueError(f"{self.name}: min_head_dim must be at least 2 and head_dim_multiple even, "
-                             f"got {self.min_head_dim} and {self.head_dim_multiple}")
+                             f"got {limits.min_head_dim} and {limits.head_dim_multiple}")
         if self.designs is None:
             default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": (), "bias": ()}[self.kind]
             object.__setattr__(self, "designs", default)
@@ -314,20 +362,20 @@ class EncoderRecord:
             raise ValueError(f"encoder {self.name!r} declares unknown claims: {', '.join(unknown)}")
         contract = self.claims.get(CONTRACT)
         if contract is not None:
-            if contract.status == "n/a":
+            if contract.status == State.NA:
                 raise ValueError(f"encoder {self.name!r}: the contract always applies; declare it refuted with a reason")
-            if contract.status == "refuted":
+            if contract.status == State.REFUTED:
                 aimed = set(contract.specs) or set(CLEAR_ERROR_SPECS)
                 if aimed - set(CLEAR_ERROR_SPECS):
                     raise ValueError(f"encoder {self.name!r}: a contract refutation covers only the clear-error "
                                      f"specs {CLEAR_ERROR_SPECS}; silent garbage stays reported")
                 if not contract.specs:
                     object.__setattr__(self, "claims", {**self.claims, CONTRACT: Declared(
-                        "refuted", contract.reason, CLEAR_ERROR_SPECS, contract.dtypes, contract.garbage)})
+                        State.REFUTED, contract.reason, CLEAR_ERROR_SPECS, contract.dtypes, contract.garbage)})
         if self.tolerances is None:
             angle = self.geometry.angle_dtype if self.geometry is not None else None
             object.__setattr__(self, "tolerances", tolerances_for_angles(angle))
-        for dtype in self.dtypes:
+        for dtype in limits.dtypes:
             if dtype not in self.tolerances:
                 raise ValueError(f"encoder {self.name!r} has no tolerance declared for {dtype}")
 
@@ -344,22 +392,22 @@ class EncoderRecord:
     def role(self, claim: str) -> str:
         """``verdict`` (a claim the documents make about this design), ``cross-check``, or ``n/a``."""
         if not self.applies(claim):
-            return "n/a"
+            return State.NA
         return "verdict" if is_subject(claim, self.designs) else "cross-check"
 
     def supports_head_dim(self, head_dim: int) -> bool:
-        return (head_dim >= self.min_head_dim and head_dim % self.head_dim_multiple == 0
-                and (self.max_head_dim is None or head_dim <= self.max_head_dim))
+        return (head_dim >= self.limits.min_head_dim and head_dim % self.limits.head_dim_multiple == 0
+                and (self.limits.max_head_dim is None or head_dim <= self.limits.max_head_dim))
 
     def applies(self, claim: str) -> bool:
-        return self.declared(claim).status != "n/a"
+        return self.declared(claim).status != State.NA
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return self.tolerances[dtype]
 
     def input_shape(self, batch: int, seq: int, config: BuildConfig) -> tuple[int, ...]:
         """The shape this encoder takes: ``(batch, seq, d_model)`` or ``(batch, seq, heads, head_dim)``."""
-        if self.kind == "attention" or self.input_layout == "bsd":
+        if self.kind == "attention" or self.calling.input_layout == "bsd":
             return (batch, seq, config.d_model)
         return (batch, seq, config.n_heads, config.head_dim)
 

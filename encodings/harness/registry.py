@@ -6,6 +6,7 @@ Plug-ins call :func:`register` from an ordinary Python file loaded by
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -16,16 +17,48 @@ from pathlib import Path
 from .builtin_records import BUILTIN_RECORDS
 from .published_records import PUBLISHED_RECORDS
 from .records import EncoderRecord
+from .spec_index import spec_claims
+
+#: The spec folder beside the package (a checkout); an installed package without it checks no names.
+SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
 
 _REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in (*BUILTIN_RECORDS, *PUBLISHED_RECORDS)}
 
 
+@functools.cache
+def _spec_claims() -> dict[str, str] | None:
+    return spec_claims(SPECS_DIR) if SPECS_DIR.is_dir() else None
+
+
+def check_spec_names(record: EncoderRecord, known: dict[str, str] | None = None) -> None:
+    """Every spec a declaration is aimed at (``refuted(specs=…)``) exists and decides that claim;
+    ``known`` maps spec names to claims (default: the spec folder's)."""
+    known = _spec_claims() if known is None else known
+    if known is None:
+        return
+    for claim, declared in record.claims.items():
+        wrong = [spec for spec in declared.specs if known.get(spec) != claim]
+        if wrong:
+            own = sorted(spec for spec, decided in known.items() if decided == claim)
+            raise ValueError(f"encoder {record.name!r}: {claim} is aimed at {', '.join(wrong)}, which "
+                             f"{'is no spec of it' if len(wrong) == 1 else 'are no specs of it'}; "
+                             f"the specs of {claim}: {', '.join(own) or 'none'}")
+
+
+def check_registered() -> None:
+    """The spec names of every registered record (the built-ins are registered at import)."""
+    for record in _REGISTRY.values():
+        check_spec_names(record)
+
+
 def register(record: EncoderRecord) -> EncoderRecord:
-    """Add ``record`` to the registry; a name may be registered once."""
+    """Add ``record`` to the registry; a name may be registered once, and every spec name its
+    declarations aim at must be a spec of that claim."""
     if not isinstance(record, EncoderRecord):
         raise TypeError(f"register() takes an EncoderRecord, got {type(record).__name__}")
     if record.name in _REGISTRY:
         raise ValueError(f"an encoder named {record.name!r} is already registered")
+    check_spec_names(record)
     _REGISTRY[record.name] = record
     return record
 

@@ -46,3 +46,24 @@ def spec_functions(specs_dir: str | Path = "specs") -> list[SpecInfo]:
                                           tuple(m.name for m in marks if m.name not in ("claim", "timeout", "parametrize")),
                                           "record" in inspect.signature(function).parameters))
     return found
+
+
+def spec_claims(specs_dir: str | Path) -> dict[str, str]:
+    """``{spec function name: the claim it decides}``, read from the spec modules' source (nothing is
+    imported), so that registration can check the spec names a declaration is aimed at."""
+    import ast
+
+    found: dict[str, str] = {}
+    for path in sorted(Path(specs_dir).glob("test_*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+                continue
+            for decorator in node.decorator_list:
+                if (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                        and decorator.func.attr == "claim" and decorator.args):
+                    claim = decorator.args[0]
+                    if isinstance(claim, ast.Constant):
+                        found[node.name] = claim.value
+                    elif isinstance(claim, ast.Name) and claim.id == "CONTRACT":
+                        found[node.name] = "contract"
+    return found

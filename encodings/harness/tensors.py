@@ -20,7 +20,7 @@ def as_heads(t: torch.Tensor, config: BuildConfig) -> torch.Tensor:
 
 def from_heads(t: torch.Tensor, record: EncoderRecord) -> torch.Tensor:
     """Back to the record's input layout."""
-    return t.flatten(-2) if record.input_layout == "bsd" else t
+    return t.flatten(-2) if record.calling.input_layout == "bsd" else t
 
 
 def max_error(observed: torch.Tensor, expected: torch.Tensor) -> float:
