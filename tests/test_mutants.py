@@ -1,5 +1,5 @@
 """Every spec can fail, and blames the right claim: the default spec suite, run once on the mutant
-encoders of ``tests/mutants.py``.
+encoders of the ``tests.mutants`` package (one module per family, each mutant declaring what it fails).
 
 One subprocess runs ``pytest specs`` with the mutants loaded through the public plug-in option,
 as a user's file would be, and writes the verdicts; the tests below read who killed whom. A kill
@@ -27,13 +27,14 @@ import pytest
 import posenc
 from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.spec_index import spec_functions
+from posenc.harness.states import State
 
 # One subprocess runs the whole spec suite on every mutant; under -n its tests share one worker.
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.xdist_group("mutants")]
 
 ROOT = Path(__file__).resolve().parent.parent
-MUTANTS_FILE = Path(__file__).with_name("mutants.py")
-KILL = "unexpectedly failing"
+MUTANTS_PLUGIN = "tests.mutants"  # a package: --plugin takes its module name
+KILL = State.UNEXPECTEDLY_FAILING
 OUT_OF_SCOPE_MARKERS = {"perf", "slow"}  # deselected by default
 #: Decided by measurements (posenc.harness.perf_rules, specs/test_perf.py, specs/test_complexity.py), not by
 #: a defect an encoder carries; their specs are left out of the kill requirement.
@@ -41,12 +42,11 @@ PERFORMANCE_CLAIMS = {"PERF-1", "PERF-2", "LIN-1", "ROPE-12"}
 
 
 def read_catalogue():
-    """``tests/mutants.py`` as a module; its records are collected, not registered in this process."""
+    """The ``tests.mutants`` package; its records are collected, not registered in this process."""
     collected = []
-    spec = importlib.util.spec_from_file_location("mutant_catalogue", MUTANTS_FILE)
-    module = importlib.util.module_from_spec(spec)
     with mock.patch.object(posenc, "register", side_effect=collected.append):
-        spec.loader.exec_module(module)
+        module = importlib.import_module(MUTANTS_PLUGIN)
+    assert collected, f"{MUTANTS_PLUGIN} was imported before: its mutants would be registered in this process"
     return module, collected
 
 
@@ -64,7 +64,7 @@ DEFAULT_SPECS = [s for s in spec_functions() if not OUT_OF_SCOPE_MARKERS & set(s
                  and s.claim not in PERFORMANCE_CLAIMS and _takes_record(s)]
 SPEC_NAMES = sorted({s.name for s in DEFAULT_SPECS})
 ROTARY_CLAIMS = [claim for claim, declared in posenc.rotary_claims().items()
-                 if declared.status != "n/a" and any(s.claim == claim for s in DEFAULT_SPECS)]
+                 if declared.status != State.NA and any(s.claim == claim for s in DEFAULT_SPECS)]
 
 
 def _environment() -> dict:
@@ -112,14 +112,14 @@ class MutationRun:
 
 
 def _describe(states: dict[str, str]) -> str:
-    return "; ".join(f"{state}: {message[:200]}" for state, message in states.items()) or "not run"
+    return "; ".join(f"{state}: {message[:200]}" for state, message in states.items()) or State.NOT_RUN
 
 
 @pytest.fixture(scope="module")
 def mutation_run(tmp_path_factory, mutation_report) -> MutationRun:
     """Run the default spec suite once on every mutant (in a subprocess) and read its verdicts."""
     out = tmp_path_factory.mktemp("mutation")
-    command = [sys.executable, "-m", "pytest", "specs", "--plugin", str(MUTANTS_FILE.relative_to(ROOT)),
+    command = [sys.executable, "-m", "pytest", "specs", "--plugin", MUTANTS_PLUGIN,
                "--encoders", ",".join(MUTANTS), "--matrix-dir", str(out), "-q", "-p", "no:cacheprovider",
                "--tb=no"]
     start = time.perf_counter()
@@ -203,7 +203,7 @@ def test_mutant_fails_exactly_its_declared_claims(mutation_run, mutant):
 ])
 def test_every_mutant_is_killed(mutation_run, mutant):
     crashes = {o["spec"]: o["message"] for o in mutation_run.outcomes
-               if o["encoder"] == mutant and o["state"] == "crashed"}
+               if o["encoder"] == mutant and o["state"] == State.CRASHED}
     assert mutation_run.kills[mutant], f"{mutant} survived every spec; crashes (not kills): {crashes or 'none'}"
     print("\n".join(f"{spec}: {message}" for spec, message in sorted(mutation_run.kills[mutant].items())))
 
@@ -220,7 +220,7 @@ REFUTATION_ONLY = {
 def test_every_spec_kills_a_mutant(mutation_run, spec):
     victims = mutation_run.victims(spec)
     states = Counter(o["state"] for o in mutation_run.outcomes if o["spec"] == spec)
-    crashes = sorted({o["message"] for o in mutation_run.outcomes if o["spec"] == spec and o["state"] == "crashed"})
+    crashes = sorted({o["message"] for o in mutation_run.outcomes if o["spec"] == spec and o["state"] == State.CRASHED})
     assert victims, f"{spec} killed no mutant; its outcomes on the mutants: {dict(states)}; crashes: {crashes[:3]}"
 
 

@@ -1,0 +1,103 @@
+"""Defects that specs once could not see (the 000/004 review): each keeps a spec able to fail."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc import LearnablePositionalEmbedding, LinearAttentionRoPE
+from posenc.encoders.positions import resolve_positions
+from posenc.encoders.validation import require_float, require_rank
+
+from ._scaffold import mutant, placed, rope, SteppedRotary, VALUE_WRONG
+
+
+class ReadsNextRow(LearnablePositionalEmbedding):
+    def lookup(self, positions):
+        table = super().lookup(positions)  # validates the positions
+        return self.table[(positions.long() + 1) % self.max_len].to(table.dtype)
+
+
+@mutant("learnable", fails={"ABS-1"})
+def learnable_reads_next_row(c):
+    """learnable table read one row late: x + E[(p + 1) mod max_len]"""
+    # Passed an ABS-1 check that compared the module with itself; caught against the parameter's row E[p].
+    return placed(ReadsNextRow(c.max_len, c.d_model), c)
+
+
+class LinearAttentionWithoutRotation(LinearAttentionRoPE):
+    def attend(self, q, k, v, positions=None, *, offset=0):
+        resolve_positions(q.shape[0], q.shape[1], positions, offset, q.device)  # validated, then unused
+        phi_q, phi_k = F.elu(self.feature_map(q)) + 1, F.elu(self.feature_map(k)) + 1
+        context = torch.einsum("bnhf,bnhe->bhfe", phi_k, v)
+        numerator = torch.einsum("bnhf,bhfe->bnhe", phi_q, context)
+        normaliser = torch.einsum("bnhf,bhf->bnh", phi_q, phi_k.sum(dim=1))
+        return numerator / normaliser.unsqueeze(-1)
+
+
+@mutant("linear_attention_rope", fails={"LIN-2"})
+def linear_attention_without_rotation(c):
+    """linear attention with the rotation removed: shift invariant because it ignores positions"""
+    # Passed LIN-2's shift-invariance spec; caught by its position-awareness check.
+    return placed(LinearAttentionWithoutRotation(c.d_model, c.n_heads, base=c.base), c)
+
+
+class Identity(nn.Module):
+    def __init__(self, head_dim):
+        super().__init__()
+        self.head_dim = head_dim
+
+    def forward(self, x, positions=None, *, offset=0):
+        require_float(x)
+        require_rank(x, 4, "(batch, seq, heads, head_dim)")
+        resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device)  # validated, then unused
+        return x.clone()
+
+
+@mutant(
+    "rope_interleaved",
+    fails={"ROPE-1", "ROPE-2", "ROPE-4", "ROPE-8", "ATT-4"},
+    why="no rotation at all: the formula (ROPE-1, ROPE-8) and θ (ROPE-2) fail, and no "
+    "position reaches the logits (ROPE-4's and ATT-4's awareness checks); the far-position checks compare the "
+    "encoder with itself, and an identity agrees with itself everywhere",
+)
+def rope_ignoring_positions(c):
+    """a "RoPE" that validates its positions and returns x unchanged"""
+    # Passed ROPE-4's invariance (⟨x_m, y_n⟩ depends on no position at all) and ATT-4's; caught by the
+    # position-awareness checks added to both. ROPE-3 holds: the identity keeps norms.
+    return placed(Identity(c.head_dim), c)
+
+
+class WrapsEvery1024(SteppedRotary):
+    def positions(self, x, positions, offset):
+        return super().positions(x, positions, offset) % 1024
+
+
+@mutant(
+    "rope_interleaved",
+    fails={"ROPE-1", "ROPE-4", "ROPE-8"},
+    why="past 1024 the map is R_(p mod 1024): " + VALUE_WRONG + ", and a batch "
+    "whose rows sit 9001 or 70 apart (no power of two) straddles the wrap: ROPE-4",
+)
+def rope_positions_wrap_every_1024(c):
+    """a 1024-row table read modulo its length: positions wrap"""
+    # Passed pinned shifts that are multiples of a power of two (4096); caught at strides 70 and 9001.
+    return rope(WrapsEvery1024, c)
+
+
+class TurnsBackwards(SteppedRotary):
+    def trig(self, angles):
+        return angles.cos(), -angles.sin()
+
+
+@mutant(
+    "rope_concatenated",
+    fails={"ROPE-1", "ROPE-2", "ROPE-8", "ROPE-13"},
+    why="R_(−p) in the declared layout: not the formula (ROPE-1, ROPE-8), not "
+    "the formula up to 004's permutation (ROPE-13), at the rate −θ (ROPE-2); offsets and norms hold",
+)
+def rope_concatenated_turning_backwards(c):
+    """004 §3.2's [even, odd] output layout with each pair turned by −p·θ"""
+    # ROPE-13's subjects now are 004's code alone; this keeps its permutation spec able to fail.
+    return rope(TurnsBackwards, c, layout="concatenated")
