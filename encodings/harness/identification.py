@@ -37,6 +37,8 @@ from .records import EncoderRecord, RotaryGeometry, not_applicable, refuted
 FINE, FAR = 64, 4096
 #: Relative agreement a measured θ needs with a family's to be named after it.
 FAMILY_RTOL = 1e-4
+#: A magnitude further than this from 1 (relative) is a scale the record declares.
+SCALE_RTOL = 1e-5
 YARN_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0, 40.0, 64.0) for L in (512, 1024, 2048, 4096, 8192, 32768)]
 LLAMA3_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0) for L in (2048, 4096, 8192, 16384, 32768)]
 
@@ -76,21 +78,40 @@ class Identification:
 
     def geometry_code(self) -> str:
         """The ``RotaryGeometry`` a record should declare, as Python source."""
-        fields = [f"layout={self.layout!r}"]
-        if self.rotary_dim != self.head_dim:
-            fields.append(f"rotary_fraction={self.rotary_dim / self.head_dim:g}")
-        p = self.parameters
-        if self.family == "linear":
-            fields.append(f"scaling_factor={p['factor']:g}, base={p['base']:g}")
-        elif self.family == "default":
-            fields.append(f"base={p['base']:g}")
-        elif self.family in ("yarn", "llama3"):
-            args = ", ".join(f"{k}={v:g}" for k, v in p.items() if k != "base")
-            fields.append(f"frequencies=partial(schedules.{self.family}, {args}), base={p['base']:g}")
-        if abs(self.magnitude - 1) > 1e-6:
-            fields.append(f"magnitude={self.magnitude:.6g}")
-        fields.append("angle_dtype=torch.float32")
-        return f"posenc.RotaryGeometry({', '.join(fields)})"
+        shown = [f"{name}={source}" for name, (_, source) in geometry_fields(self).items()]
+        return f"posenc.RotaryGeometry({', '.join(shown)})"
+
+
+#: How each named family's parameters become geometry fields: ``{field: (value, source)}``.
+FAMILY_FIELDS = {
+    "default": lambda p: {"base": (p["base"], f"{p['base']:g}")},
+    "linear": lambda p: {"scaling_factor": (p["factor"], f"{p['factor']:g}"), "base": (p["base"], f"{p['base']:g}")},
+    **{family: (lambda p, family=family: {
+        "frequencies": (partial(getattr(schedules, family), **{k: v for k, v in p.items() if k != "base"}),
+                        f"partial(schedules.{family}, " + ", ".join(f"{k}={v:g}" for k, v in p.items() if k != "base")
+                        + ")"),
+        "base": (p["base"], f"{p['base']:g}")}) for family in ("yarn", "llama3")},
+}
+
+
+def geometry_fields(found: Identification) -> dict[str, tuple[object, str]]:
+    """The geometry the identification measured, field by field, as values and as source. A custom
+    family's θ is the measured one, in float64."""
+    layout = found.layout if found.layout != "other" else "interleaved"
+    fields: dict[str, tuple[object, str]] = {"layout": (layout, repr(layout))}
+    if found.rotary_dim != found.head_dim:
+        fraction = found.rotary_dim / found.head_dim
+        fields["rotary_fraction"] = (fraction, f"{fraction:g}")
+    if found.family in FAMILY_FIELDS:
+        fields.update(FAMILY_FIELDS[found.family](found.parameters))
+    else:
+        measured = torch.tensor(found.theta, dtype=torch.float64)
+        fields["frequencies"] = (lambda rotary_dim, base, measured=measured: measured,
+                                 f"lambda rotary_dim, base: torch.tensor({found.theta!r}, dtype=torch.float64)")
+    if abs(found.magnitude - 1) > SCALE_RTOL:
+        fields["magnitude"] = (found.magnitude, f"{found.magnitude:.6g}")
+    fields["angle_dtype"] = (torch.float32, "torch.float32")
+    return fields
 
 
 # ---------------------------------------------------------------- calling the target
@@ -213,7 +234,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     partners = _pairs(m[FINE] @ m[0].T)  # the slowest pairs have turned visibly by FINE
     rotated = len(partners)
     unrotated = [j for j in range(head_dim) if j not in partners]
-    notes = []
+    notes, length_dependent = [], False
     if rotated % 2 or any(j < rotated for j in unrotated):
         notes.append(f"the rotated coordinates are not the first ones of the head: {sorted(partners)}")
     layout = _layout(partners, m[0], rotated)
@@ -235,19 +256,19 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
         notes.append(f"positions {FAR} and {FAR + 1} give one rotation: positions are rounded before the angles are "
                      "formed (bf16 holds integers exactly only to 256, fp16 to 2048)")
     elif any(abs(f - c) > 1e-3 * max(abs(c), 1e-12) + 1e-6 for f, c in zip(far_theta, coarse, strict=True)):
+        length_dependent = True
         notes.append(f"θ at position {FAR} differs from θ near 0: it depends on the position or the call's length "
                      "(dynamic NTK, LongRoPE), declare a length-dependent schedule")
     family, parameters, fit_notes = _fit_family(theta, rotated, base)
     norms = {p: m[p][:, :rotated].norm(dim=0) for p in m}
     magnitude = float(norms[0].mean())
-    by_position = not torch.allclose(norms[64], norms[0], rtol=1e-4)
+    by_position = not torch.allclose(norms[FINE], norms[0], rtol=1e-4)
     differ = False
     if protocol != "single":
-        k_matrix = probe_matrix(caller(target, protocol, apply, "k"), head_dim, 64, dtype)
-        differ = not torch.allclose(k_matrix, m[64], rtol=1e-4, atol=1e-6)
+        k_matrix = probe_matrix(caller(target, protocol, apply, "k"), head_dim, FINE, dtype)
+        differ = not torch.allclose(k_matrix, m[FINE], rtol=1e-4, atol=1e-6)
     if dtype != torch.float64:
         notes.append("probed in float32: the target refuses float64 input")
-    length_dependent = any("depends on the position" in note for note in notes)
     found = Identification(head_dim, layout, rotated, theta.tolist(), family, parameters, magnitude, by_position,
                            differ, notes + fit_notes)
     if not length_dependent:
@@ -351,26 +372,8 @@ def _limit(call, head_dim) -> str:
 # ---------------------------------------------------------------- the record of an identified RoPE
 
 def identified_geometry(found: Identification) -> RotaryGeometry:
-    """The geometry the identification measured (θ of a custom family as measured, in float64)."""
-    fields = {"layout": found.layout if found.layout != "other" else "interleaved",
-              "rotary_fraction": found.rotary_dim / found.head_dim, "magnitude": found.magnitude,
-              "angle_dtype": torch.float32}
-    p = found.parameters
-    if found.family == "default":
-        fields["base"] = p["base"]
-    elif found.family == "linear":
-        fields.update(base=p["base"], scaling_factor=p["factor"])
-    elif found.family == "yarn":
-        fields.update(base=p["base"], frequencies=partial(schedules.yarn, factor=p["factor"],
-                                                          original_max_position=p["original_max_position"]))
-    elif found.family == "llama3":
-        fields.update(base=p["base"], frequencies=partial(
-            schedules.llama3, factor=p["factor"], low_freq_factor=p["low_freq_factor"],
-            high_freq_factor=p["high_freq_factor"], original_max_position=p["original_max_position"]))
-    else:
-        measured = torch.tensor(found.theta, dtype=torch.float64)
-        fields["frequencies"] = lambda rotary_dim, base, measured=measured: measured
-    return RotaryGeometry(**fields)
+    """The geometry the identification measured (:func:`geometry_fields`)."""
+    return RotaryGeometry(**{name: value for name, (value, _) in geometry_fields(found).items()})
 
 
 def identified_record(found: Identification, name: str, build, *, protocol: str = "single", apply=None,
@@ -384,7 +387,7 @@ def identified_record(found: Identification, name: str, build, *, protocol: str 
     if found.layout != "interleaved":
         overrides["ROPE-13"] = refuted(f"identified layout {found.layout}: a permutation of the formula's "
                                        "coordinates", specs=("test_output_equals_formula_elementwise",))
-    if abs(found.magnitude - 1) > 1e-5 or found.scale_by_position:
+    if abs(found.magnitude - 1) > SCALE_RTOL or found.scale_by_position:
         overrides["ROPE-3"] = refuted("identified scale: the rotated features are scaled")
     overrides["PATH-1"] = not_applicable("the identified target takes explicit positions; an offset is translated")
     return EncoderRecord(
