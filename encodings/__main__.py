@@ -1,22 +1,37 @@
-"""``python -m posenc COMMAND``: the project's command-line tools.
-
-* ``compare [BEFORE] [AFTER]`` - benchmark histories side by side (:mod:`posenc.tools.compare`);
-* ``readme [--write]`` - the generated README sections (:mod:`posenc.tools.readme`);
-* ``precision`` - RoPE's phase-precision table (:mod:`posenc.tools.precision`);
-* ``identify FILE.py:NAME`` - a RoPE's layout, frequencies and scale, read off its outputs (:mod:`posenc.tools.identify`);
-* ``extrapolation [--quick]`` - small models trained at length L, scored at L … 8L (:mod:`posenc.tools.extrapolation`).
-"""
+"""``python -m posenc COMMAND``: the project's command-line tools (``python -m posenc --help``)."""
 
 import runpy
 import sys
 
-COMMANDS = {"compare": "posenc.tools.compare", "readme": "posenc.tools.readme", "precision": "posenc.tools.precision",
-            "identify": "posenc.tools.identify", "extrapolation": "posenc.tools.extrapolation"}
+#: command -> (module, what it does in one line)
+COMMANDS = {
+    "compare": ("posenc.tools.compare", "saved benchmark runs side by side; --fail GATE exits 1 on a regression"),
+    "readme": ("posenc.tools.readme", "print the generated README sections; --write puts them in README.md"),
+    "precision": ("posenc.tools.precision", "RoPE's phase error against float64 by angle dtype and position"),
+    "identify": ("posenc.tools.identify", "a RoPE's layout, frequencies and scale, read off its outputs"),
+    "extrapolation": ("posenc.tools.extrapolation", "small models trained at length L, scored at L … 8L"),
+}
+USAGE = "usage: python -m posenc COMMAND [options]   (python -m posenc COMMAND --help for its options)"
+
+
+def help_text() -> str:
+    width = max(map(len, COMMANDS))
+    return "\n".join([USAGE, "", "commands:", *(f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items())])
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(help_text(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if argv[0] not in COMMANDS:
+        print(f"error: unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)} (python -m posenc --help)",
+              file=sys.stderr)
+        return 2
+    command = argv[0]
+    sys.argv = [f"python -m posenc {command}", *argv[1:]]
+    runpy.run_module(COMMANDS[command][0], run_name="__main__")
+    return 0
+
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print(f"usage: python -m posenc {{{','.join(COMMANDS)}}} [options]", file=sys.stderr)
-        sys.exit(2)
-    command = sys.argv.pop(1)
-    sys.argv[0] = f"python -m posenc {command}"
-    runpy.run_module(COMMANDS[command], run_name="__main__")
+    sys.exit(main(sys.argv[1:]))

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from posenc import get
-from posenc.harness import machine, plots, profiling
+from posenc.harness import benchmark_gates, machine, plots, profiling
 from posenc.harness.perf_rules import DOCUMENT_TABLE, PERF1_EQUIVALENCE, PERF1_MARGIN, PERF2_FACTOR
 from posenc.harness.summaries import write_summaries
 from specs import support as s
@@ -97,6 +97,20 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
     benchmark.extra_info.update(info)
     perf_session.benchmarks.append({**info, "group": benchmark.group})
     assert info["peak_bytes"] >= 0 and info["min_bytes"] > 0 and seconds > 0
+
+
+@pytest.mark.perf
+def test_benchmarks_pass_the_gate(perf_session):
+    """With ``--perf-compare RUN``: this run's benchmarks against the saved run, under ``--perf-fail``'s
+    gate. Collected last (the harness moves it there) and only with ``--perf-compare``, so a
+    regression ends the run on a failed test and a red summary line; each regression is one
+    ``REGRESSION`` line in the perf summary."""
+    compared = benchmark_gates.gate_this_run(perf_session)
+    if compared is None:
+        pytest.skip("needs --perf-compare RUN")
+    if perf_session.regressions:
+        pytest.fail(f"{len(perf_session.regressions)} benchmark regression(s) against {compared}: "
+                    "see the REGRESSION lines of the perf summary", pytrace=False)
 
 
 @pytest.mark.perf

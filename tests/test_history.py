@@ -38,7 +38,7 @@ posenc.register(posenc.EncoderRecord(
     build=lambda c: ProbeRoPE(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
     geometry=posenc.RotaryGeometry(), claims=posenc.rotary_claims()))
 '''
-ONE_BENCHMARK = ("-m", "perf", "-k", "test_benchmark and b1 and not backward", "--encoders", "probe_rope",
+ONE_BENCHMARK = ("-m", "perf", "-k", "(test_benchmark and b1 and not backward) or pass_the_gate", "--encoders", "probe_rope",
                  "--benchmark-min-rounds=5", "--benchmark-max-time=0.2")
 
 
@@ -82,21 +82,43 @@ def test_comparison_shows_the_memory_regression(histories):
 def test_memory_gate_fails_with_one_line(histories):
     gated = compare(histories, "1", "2", "--fail", "peak:5%")
     assert gated.returncode == 1
-    (line,) = gated.stderr.splitlines()
+    line, verdict = gated.stderr.splitlines()
     assert line.startswith("REGRESSION cpu fwd b1 probe_rope: peak memory") and "gate peak:5%" in line
+    assert verdict == "FAILED: 1 benchmark regression(s) beyond the gate peak:5%"  # the last line says so
     assert compare(histories, "2", "1", "--fail", "peak:5%").returncode == 0  # less memory is no regression
 
 
-def test_the_gate_inside_pytest_ends_with_one_line_and_a_normal_summary(histories):
+def test_the_gate_inside_pytest_ends_on_a_failed_gate_test_with_one_line_per_regression(histories):
     result = run_perf(histories, "--perf-compare", "1", "--perf-fail", "peak:5%,kernels:0", extra_floats=1 << 20)
     assert result.returncode == 1, result.stdout[-2000:]
     regressions = [line for line in result.stdout.splitlines() if line.startswith("REGRESSION")]
     assert len(regressions) == 1, regressions  # one line for the one benchmark …
     assert "peak memory" in regressions[0] and "kernels" in regressions[0]  # … naming both metrics
     assert "Traceback" not in result.stdout + result.stderr
-    assert result.stdout.rstrip().splitlines()[-1].strip("= ").startswith("1 passed")
+    last = result.stdout.rstrip().splitlines()[-1].strip("= ")
+    assert last.startswith("1 failed, 1 passed"), last  # the gate test, after the benchmark
+    assert "test_benchmarks_pass_the_gate" in result.stdout and "1 benchmark regression(s) against saved run" in result.stdout
     clean = run_perf(histories, "--perf-compare", "1", "--perf-fail", "peak:5%,kernels:0")
     assert clean.returncode == 0, clean.stdout[-2000:]
+    assert clean.stdout.rstrip().splitlines()[-1].strip("= ").startswith("2 passed")
+    assert "test_benchmarks_pass_the_gate" not in run_perf(histories).stdout  # deselected without --perf-compare
+
+
+def test_compare_warns_when_the_runs_differ_in_threads_torch_or_device(histories, tmp_path):
+    saved = sorted((histories / "benchmarks").glob("*/0002_*.json"))[0]
+    other = tmp_path / "benchmarks" / saved.parent.name
+    other.mkdir(parents=True)
+    for path in sorted((histories / "benchmarks").glob("*/000[12]_*.json")):
+        data = json.loads(path.read_text())
+        if path.name.startswith("0002"):
+            data["machine_info"]["posenc"].update(torch_threads=1, torch="9.9.9")
+        (other / path.name).write_text(json.dumps(data))
+    shown = subprocess.run([sys.executable, "-m", "posenc", "compare", "--storage", str(tmp_path / "benchmarks"),
+                            "1", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    warnings = [line for line in shown.stderr.splitlines() if line.startswith("warning: the runs differ in")]
+    assert len(warnings) == 2 and any("torch threads" in w and "→ 1)" in w for w in warnings), shown.stderr
+    assert any("torch version" in w and "9.9.9" in w for w in warnings)
+    assert not [line for line in compare(histories, "1", "2").stderr.splitlines() if line.startswith("warning")]
 
 
 def test_trend_over_saved_runs_goes_to_tensorboard(histories, tmp_path):
@@ -106,7 +128,10 @@ def test_trend_over_saved_runs_goes_to_tensorboard(histories, tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("peak:5", None), ("peak:5%,kernels:0", None), ("speed:5%", "METRIC one of time, peak"), ("peak", "METRIC:AMOUNT"),
+    ("peak:5%,kernels:0", None), ("peak:40MiB,time:1ms,best:2.5us,static:512B,xcopy:0.5", None),
+    ("speed:5%", "METRIC one of time, peak"), ("peak", "METRIC:AMOUNT"),
+    ("peak:40", "peak takes a percentage or an amount in B, KiB, MiB, GiB, e.g. peak:40B"),
+    ("time:1", "time takes a percentage or an amount in s, ms"), ("kernels:3MiB", "kernels takes a percentage or"),
 ])
 def test_gate_parsing(text, message):
     if message is None:
@@ -114,6 +139,15 @@ def test_gate_parsing(text, message):
     else:
         with pytest.raises(ValueError, match=message):
             history.parse_gate(text)
+
+
+def test_gate_amounts_are_read_in_their_units():
+    peak, time, kernels = history.parse_gate("peak:40MiB,time:1ms,kernels:2")
+    assert (peak.amount, time.amount, kernels.amount) == (40 * 2**20, 1e-3, 2)
+    before, after = _run(peak=100 * 2**20, time=0.010), _run(peak=139 * 2**20, time=0.0109)
+    assert history.regressions(before, after, [peak, time]) == []
+    worse = history.regressions(before, _run(peak=141 * 2**20, time=0.0112), [peak, time])
+    assert len(worse) == 1 and "gate peak:40MiB" in worse[0] and "gate time:1ms" in worse[0]
 
 
 def _run(**metrics) -> history.Run:
@@ -129,7 +163,7 @@ def test_gates_judge_the_direction_of_each_metric():
     (line,) = worse
     assert sorted(r.split()[0] for r in line.split(": ", 1)[1].split(" | ")) == ["kernels", "peak", "×copy"]
     assert history.regressions(before, _run(time=1.0, peak=90.0, xcopy=0.9, kernels=3),
-                               history.parse_gate("peak:0,xcopy:0,kernels:0")) == []
+                               history.parse_gate("peak:0B,xcopy:0,kernels:0")) == []
 
 
 def test_a_timing_gate_widens_with_the_runs_own_spread():

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from posenc.tools import precision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,3 +31,32 @@ def test_tools_run_as_documented_commands():
     table = subprocess.run([sys.executable, "-m", "posenc.tools.precision"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout
     assert table.splitlines()[0].startswith("| implementation | p = 10^2") and len(table.splitlines()) == 7
+
+
+def _posenc(*args):
+    return subprocess.run([sys.executable, "-m", "posenc", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_front_door_lists_every_subcommand_with_one_line_each():
+    from posenc.__main__ import COMMANDS
+
+    shown = _posenc("--help")
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: python -m posenc COMMAND")
+    listed = [line.split()[0] for line in shown.stdout.splitlines() if line.startswith("  ")]
+    assert listed == list(COMMANDS)
+    bare = _posenc()
+    assert bare.returncode == 2 and "commands:" in bare.stderr
+    unknown = _posenc("frobnicate")
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "unknown command 'frobnicate'" in unknown.stderr
+
+
+@pytest.mark.parametrize("command", ["compare", "readme", "precision", "identify", "extrapolation"])
+def test_every_subcommand_has_help_and_rejects_unknown_flags(command):
+    helped = _posenc(command, "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: python -m posenc {command}"), helped.stderr
+    assert "Traceback" not in helped.stderr
+    wrong = _posenc(command, *(["target.py:rope"] if command == "identify" else []), "--no-such-flag")
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    (line,) = wrong.stderr.strip().splitlines()  # one line
+    assert line.startswith(f"python -m posenc {command}: error: unrecognized arguments: --no-such-flag"), line

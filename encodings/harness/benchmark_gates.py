@@ -1,5 +1,7 @@
 """The benchmarks' side of a run: pytest-benchmark's tables narrowed, machine info, and
-``--perf-compare``: this run's benchmarks against a saved run, a regression failing the run."""
+``--perf-compare``: this run's benchmarks against a saved run, judged by
+``specs/test_perf.py::test_benchmarks_pass_the_gate``, which the harness runs last, so that a
+regression fails a test and the run ends on a red line."""
 
 from __future__ import annotations
 
@@ -24,10 +26,36 @@ def update_machine_info(machine_info: dict) -> None:
     machine_info["posenc"] = info
 
 
+GATE_TEST = "test_benchmarks_pass_the_gate"
+
+
+def order_gate_last(config, items: list) -> None:
+    """The gate test runs after every benchmark, and is deselected without ``--perf-compare``."""
+    gates = [item for item in items if getattr(item, "originalname", None) == GATE_TEST]
+    if not gates:
+        return
+    for item in gates:
+        items.remove(item)
+    if config.getoption("perf_compare", default=None) is None:
+        config.hook.pytest_deselected(items=gates)
+    else:
+        items.extend(gates)
+
+
+def gate_this_run(perf: PerfSession) -> str | None:
+    """Compare this run's benchmarks with ``--perf-compare``'s saved run; the saved run's name."""
+    if perf.compare_with is None:
+        return None
+    compare(perf, perf.compare_with, perf.gates)
+    return f"saved run {perf.compare_with.name}"
+
+
 def compare(perf: PerfSession, saved_path, gates) -> bool:
     """Compare with the saved run at ``saved_path``; True when a gate found a regression."""
     current = history.run_in_progress(perf.benchmarks)
     saved = history.read_run(saved_path)
+    for difference in history.machine_differences(saved.machine, current.machine):
+        perf.note(f"WARNING the runs differ in {difference}: their timings are not comparable")
     perf.regressions = history.regressions(saved, current, list(gates))
     compared = len(set(saved.rows) & set(current.rows))
     perf.notes.append(f"compared {compared} benchmarks with saved run {saved.number} ({saved_path.name}), "

@@ -49,6 +49,20 @@ class Run:
     commit: str
     datetime: str
     rows: dict[str, dict[str, float]]  # benchmark key -> metric -> value
+    machine: dict = None  # posenc's machine info: torch, threads, CPU, GPUs (pytest-benchmark's machine_info)
+
+
+#: What makes two runs' timings incomparable, as (label, posenc machine-info key).
+MACHINE_FIELDS = (("torch version", "torch"), ("torch threads", "torch_threads"), ("CPU", "cpu"),
+                  ("GPUs", "gpus"), ("CUDA", "cuda"))
+
+
+def machine_differences(before: dict | None, after: dict | None) -> list[str]:
+    """``label (before → after)`` for each machine fact in which two runs differ."""
+    if not before or not after:
+        return []
+    return [f"{label} ({before[key]} → {after[key]})" for label, key in MACHINE_FIELDS
+            if key in before and key in after and before[key] != after[key]]
 
 
 def benchmark_key(benchmark: dict) -> str:
@@ -78,7 +92,8 @@ def read_run(path: Path) -> Run:
     data = json.loads(Path(path).read_text())
     rows = {benchmark_key(b): _row(b) for b in data.get("benchmarks", [])}
     number = Path(path).name.split("_", 1)[0]
-    return Run(Path(path), number, data.get("commit_info", {}).get("id", "")[:10], data.get("datetime", ""), rows)
+    return Run(Path(path), number, data.get("commit_info", {}).get("id", "")[:10], data.get("datetime", ""), rows,
+               data.get("machine_info", {}).get("posenc", {}))
 
 
 def run_in_progress(infos: list[dict]) -> Run:
@@ -90,7 +105,9 @@ def run_in_progress(infos: list[dict]) -> Run:
                  "iqr": info.get("spread", 0.0) * info["seconds"]}
         benchmark = {"extra_info": info, "stats": stats}
         rows[benchmark_key(benchmark)] = _row(benchmark)
-    return Run(Path("this run"), "this run", "", "", rows)
+    from .machine import machine_info
+
+    return Run(Path("this run"), "this run", "", "", rows, machine_info())
 
 
 def saved_runs(storage: Path) -> list[Path]:
@@ -121,26 +138,49 @@ def find_run(storage: Path, reference: str) -> Path:
 
 # ---------------------------------------------------------------- comparison and gates
 
+#: The units an absolute gate amount takes, per kind of metric, as factors to the saved values
+#: (seconds and bytes); counts and ratios take a plain number.
+UNITS = {
+    "time": {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9},
+    "bytes": {"B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30},
+    "count": {"": 1.0},
+}
+_KIND = {"time": "time", "best": "time", "peak": "bytes", "static": "bytes", "xcopy": "count", "kernels": "count"}
+GATE_HELP = ("METRIC:AMOUNT[,METRIC:AMOUNT…]; METRIC one of " + ", ".join(METRICS) + "; AMOUNT a percentage "
+             "(peak:5%), or an amount in its unit: time and best in s, ms, us or ns (best:2ms), peak and static "
+             "in B, KiB, MiB or GiB (peak:40MiB), kernels and xcopy as a plain number (kernels:0)")
+
+
 @dataclass(frozen=True)
 class Gate:
     metric: str
-    amount: float
+    amount: float  # a fraction for a relative gate, else seconds, bytes or a plain number
     relative: bool
+    unit: str = ""  # how the amount was written
 
     def __str__(self) -> str:
-        return f"{self.metric}:{self.amount * 100:g}%" if self.relative else f"{self.metric}:{self.amount:g}"
+        if self.relative:
+            return f"{self.metric}:{self.amount * 100:g}%"
+        return f"{self.metric}:{self.amount / UNITS[_KIND[self.metric]][self.unit]:g}{self.unit}"
 
 
 def parse_gate(text: str) -> list[Gate]:
-    """``peak:5%,kernels:0`` -> gates; every error names the part and what is allowed."""
+    """``peak:5%,time:2ms,peak:40MiB,kernels:0`` -> gates; every error names the part and what is allowed."""
     gates = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        match = re.fullmatch(r"([a-z]+):([0-9.]+)(%?)", part)
+        match = re.fullmatch(r"([a-z]+):([0-9]*\.?[0-9]+)(%|[a-zA-Zµ]*)", part)
         if not match or match.group(1) not in METRICS:
-            raise ValueError(f"gate {part!r}: expected METRIC:AMOUNT or METRIC:PERCENT% with METRIC one of "
-                             f"{', '.join(METRICS)} (e.g. {DEFAULT_GATE})")
-        metric, amount, percent = match.groups()
-        gates.append(Gate(metric, float(amount) / (100 if percent else 1), bool(percent)))
+            raise ValueError(f"gate {part!r}: expected {GATE_HELP} (e.g. {DEFAULT_GATE})")
+        metric, amount, unit = match.groups()
+        if unit == "%":
+            gates.append(Gate(metric, float(amount) / 100, True))
+            continue
+        units = UNITS[_KIND[metric]]
+        if unit not in units:
+            wanted = ", ".join(u for u in units if u) or "no unit"
+            raise ValueError(f"gate {part!r}: {metric} takes a percentage or an amount in {wanted}"
+                             + (f", e.g. {metric}:{amount}{next(iter(units))}" if "" not in units else ""))
+        gates.append(Gate(metric, float(amount) * units[unit], False, unit))
     return gates
 
 

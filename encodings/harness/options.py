@@ -58,7 +58,8 @@ def addoptions(parser) -> None:
                     help="compare this run's benchmarks with a saved run (number, file, or 'latest') and "
                          "fail on regressions beyond --perf-fail")
     group.addoption("--perf-fail", default=None, metavar="GATE",
-                    help="with --perf-compare: how much worse each metric may get, e.g. peak:5%%,kernels:0,xcopy:50%% "
+                    help="with --perf-compare: how much worse each metric may get, e.g. peak:5%%,kernels:0,"
+                         "peak:40MiB,best:2ms; amounts take their unit (s, ms, us, ns; B, KiB, MiB, GiB) or %% "
                          "(default: posenc.harness.history.DEFAULT_GATE)")
 
 

@@ -61,7 +61,8 @@ def pytest_configure(config):
 
         torch.set_num_threads(settings.perf_threads)
     benchmark_gates.narrow_benchmark_tables(config)
-    perf = run.PerfSession(chosen.records, settings.device, settings.perf_devices, settings.profile_run_dir)
+    perf = run.PerfSession(chosen.records, settings.device, settings.perf_devices, settings.profile_run_dir,
+                           settings.perf_compare, settings.perf_gates)
     state = run.HarnessState(settings, chosen.records, chosen.identified, perf, Matrix(chosen.records),
                                  reports.new_run_id(), reports.now())
     config.stash[_STATE] = state
@@ -128,6 +129,7 @@ def pytest_collection_modifyitems(session, config, items):
             item.stash[_SPEC_ID] = item.nodeid
             expected.setdefault((case.claim, case.record.name), set()).add(item.nodeid)
     config.stash[_STATE].matrix.expect(expected)
+    benchmark_gates.order_gate_last(config, items)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -222,10 +224,6 @@ def pytest_sessionfinish(session, exitstatus):
     if state.active:
         state.active.end()
     settings = state.settings
-    if settings.perf_compare is not None and state.status == "complete":
-        if benchmark_gates.compare(state.perf, settings.perf_compare, settings.perf_gates) \
-                and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if not state.matrix.outcomes:
         return
     cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)

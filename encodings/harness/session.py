@@ -30,6 +30,8 @@ class PerfSession:
     device: str  # the specs' device (--device)
     devices: tuple[str, ...]  # the benchmarks' devices (--perf-devices)
     run_dir: Path | None  # set by --profile
+    compare_with: Path | None = None  # --perf-compare: the saved run this run is gated against
+    gates: tuple = ()  # --perf-fail
     benchmarks: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     scaling: list[dict] = field(default_factory=list)  # time and memory against length, per encoder

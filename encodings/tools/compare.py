@@ -9,16 +9,16 @@ scalars with the run number as step.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from posenc.harness import history
+from posenc.tools import cli
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m posenc compare", description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(prog="python -m posenc compare", description=__doc__.splitlines()[0])
     parser.add_argument("before", nargs="?", default="previous", help="run number, file, or 'previous' (default)")
     parser.add_argument("after", nargs="?", default="latest", help="run number, file, or 'latest' (default)")
     parser.add_argument("--storage", default=".benchmarks", help="pytest-benchmark storage folder (default .benchmarks)")
@@ -27,7 +27,8 @@ def main(argv=None) -> int:
     output.add_argument("--csv", action="store_true", help="print CSV")
     output.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--fail", nargs="?", const=history.DEFAULT_GATE, default=None, metavar="GATE",
-                        help=f"exit 1 if a metric got worse than GATE allows (default {history.DEFAULT_GATE})")
+                        help=("exit 1 if a metric got worse than GATE allows (default "
+                              f"{history.DEFAULT_GATE}). GATE: {history.GATE_HELP}").replace("%", "%%"))
     parser.add_argument("--trend", metavar="LOGDIR", help="write every saved run as TensorBoard scalars into LOGDIR")
     args = parser.parse_args(argv)
     if args.trend and (args.before, args.after) == ("previous", "latest") and len(
@@ -42,6 +43,8 @@ def main(argv=None) -> int:
     except (LookupError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    for difference in history.machine_differences(before.machine, after.machine):
+        print(f"warning: the runs differ in {difference}: their timings are not comparable", file=sys.stderr)
     rows = history.comparison_rows(before, after, sort=args.sort)
     if args.csv:
         print(history.render_csv(rows), end="")
@@ -57,6 +60,9 @@ def main(argv=None) -> int:
     found = history.regressions(before, after, gates)
     for line in found:
         print(line, file=sys.stderr)
+    if found:
+        red, plain = ("\033[31m", "\033[0m") if sys.stderr.isatty() else ("", "")
+        print(f"{red}FAILED: {len(found)} benchmark regression(s) beyond the gate {args.fail}{plain}", file=sys.stderr)
     return 1 if found else 0
 
 

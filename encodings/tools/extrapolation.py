@@ -9,14 +9,14 @@ The engine is :mod:`posenc.experiments.length_extrapolation`.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from posenc.experiments.length_extrapolation import ENCODINGS, ExperimentConfig, markdown_report, run_experiment
+from posenc.tools import cli
 
 
 def parse_config(argv: list[str] | None = None) -> tuple[ExperimentConfig, str]:
-    parser = argparse.ArgumentParser(prog="python -m posenc extrapolation", description=__doc__.split("\n\n")[1])
+    parser = cli.ArgumentParser(prog="python -m posenc extrapolation", description=__doc__.split("\n\n")[1])
     parser.add_argument("--seeds", type=int, help="number of model seeds (0 … N-1); default 3, 1 with --quick")
     parser.add_argument("--steps", type=int, help="training steps per model")
     parser.add_argument("--out", default="profiles/extrapolation", help="output folder (default %(default)s)")

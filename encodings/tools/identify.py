@@ -8,7 +8,6 @@ NAME is a module class (built with ``--head-dim``) or instance, or a bare functi
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import inspect
 import sys
@@ -18,6 +17,7 @@ from ..harness.declarations import rotary_claims
 from ..harness.identification import identified_record, identify
 from ..harness.records import not_applicable, refuted
 from ..harness.states import State
+from . import cli
 
 # ---------------------------------------------------------------- command line
 
@@ -58,7 +58,7 @@ def record_code(found, args) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m posenc identify", description=__doc__.split("\n\n")[0])
+    parser = cli.ArgumentParser(prog="python -m posenc identify", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", help="FILE.py:NAME, a module class or instance or a function")
     parser.add_argument("--protocol", default="single", choices=("single", "pair", "cos_sin"))
     parser.add_argument("--apply", help="NAME in the same file: apply(q, k, cos, sin) for the cos_sin protocol")

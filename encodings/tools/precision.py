@@ -9,10 +9,13 @@ table that README quotes; ``tests/test_tools.py`` checks its shape and ordering.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from posenc.encoders import RotaryEmbedding
 from posenc.harness.reference import DELTAS, FAR_POSITIONS, reference_frequencies
+from posenc.tools import cli
 
 HEAD_DIM = 64
 
@@ -57,8 +60,14 @@ def precision_table() -> list[tuple[str, list[float]]]:
     return [(label, [relative_offset_error(a, i, p) for p in FAR_POSITIONS]) for label, a, i in ROWS]
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    cli.ArgumentParser(prog="python -m posenc precision", description=__doc__.splitlines()[0]).parse_args(argv)
     print("| implementation | " + " | ".join(f"p = 10^{len(str(p)) - 1}" for p in FAR_POSITIONS) + " |")
     print("|---|" + "---|" * len(FAR_POSITIONS))
     for label, errors in precision_table():
         print(f"| {label} | " + " | ".join(f"{e:.1e}" for e in errors) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

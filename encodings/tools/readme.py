@@ -17,6 +17,7 @@ from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.matrix import declared_matrix, render_markdown, roles
 from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
+from posenc.tools import cli
 
 
 def matrix_markdown() -> str:
@@ -115,9 +116,18 @@ def write_readme(readme: Path = README) -> None:
     readme.write_text(text)
 
 
-if __name__ == "__main__":
-    if "--write" in sys.argv:
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.ArgumentParser(prog="python -m posenc readme",
+                                     description="Print README's generated sections (run from the repository root).")
+    parser.add_argument("--write", action="store_true", help="write them between their markers in README.md")
+    args = parser.parse_args(argv)
+    if args.write:
         write_readme()
-    else:
-        for name, render in SECTIONS.items():
-            print(f"<!-- {name}:start -->\n{render()}<!-- {name}:end -->\n")
+        return 0
+    for name, render in SECTIONS.items():
+        print(f"<!-- {name}:start -->\n{render()}<!-- {name}:end -->\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
