@@ -8,6 +8,7 @@ eager rotation (forward and gradient). No timing thresholds here: those belong i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import warnings
@@ -109,6 +110,17 @@ def test_cpu_kernel_counts_match_the_operators_in_the_trace(tmp_path, call, kern
     assert counted == len(computing) == len(kernels), (counted, operators)
 
 
+def test_an_operator_calling_its_own_out_variant_is_one_kernel():
+    """aten::arange dispatches to aten::arange (out=): two operator events of one name, one kernel."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.arange(10)
+    assert [e.name for e in prof.events()].count("aten::arange") == 2
+    assert profiling.count_ops(lambda: torch.arange(10), "cpu")["kernel_count"] == 1
+    assert profiling.count_ops(lambda: torch.arange(10.0) * 2, "cpu")["kernel_count"] == 3  # + copy_ of the scalar, mul
+
+
 # torch.compile on CPU generates C++: without a compiler the fused RoPE falls back to eager.
 requires_compiler = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
                                        reason="torch.compile on CPU needs a C++ compiler")
@@ -180,3 +192,87 @@ def test_machine_info_names_torch_cuda_and_gpus():
     info = machine.machine_info()
     assert info["torch"] == torch.__version__
     assert "cuda" in info and isinstance(info["gpus"], list)
+
+
+def test_the_scaling_table_stops_at_a_declared_table_and_says_why():
+    from specs.test_complexity import SCALING_LENGTHS, scaling_lengths
+
+    assert scaling_lengths(get("rope_interleaved")) == SCALING_LENGTHS
+    published = get("published_rope")  # 000 §3.2's cache of 2048 rows
+    assert published.limits.max_position == 2048
+    assert scaling_lengths(published) == tuple(n for n in SCALING_LENGTHS if n <= 2048)
+    short = dataclasses.replace(published, max_position=600)
+    with pytest.raises(pytest.skip.Exception, match="n/a: .*positions below 600: fewer than three"):
+        scaling_lengths(short)
+    with pytest.raises(pytest.skip.Exception, match="n/a: .*head_dim ≥ 2 up to 16; the scaling table runs at head_dim 64"):
+        scaling_lengths(dataclasses.replace(published, max_head_dim=16))
+
+
+class _PlantedScratch(nn.Module):
+    """A correct RoPE that also fills a 32 MiB scratch buffer on every call."""
+
+    def __init__(self, head_dim):
+        super().__init__()
+        self.rope = get("rope_interleaved").make(d_model=head_dim * 2, n_heads=2)
+
+    def forward(self, x, positions=None, *, offset=0):
+        scratch = torch.empty(8 * 2**20)  # 32 MiB of float32
+        scratch.fill_(0.0)
+        return self.rope(x, positions, offset=offset) + scratch[0]
+
+
+def test_a_planted_allocation_is_named_as_the_source_of_the_peak():
+    planted = dataclasses.replace(get("rope_interleaved"), name="planted_scratch",
+                                  build=lambda c: _PlantedScratch(c.head_dim))
+    work = profiling.make_workload(planted, seq=64, d_model=64, n_heads=4)
+    source = profiling.peak_source(work.call, "cpu")
+    assert (source.op, source.nbytes) == ("aten::empty", 32 * 2**20), source
+    assert str(source) == "empty 32.00 MiB"
+    assert source.peak_bytes == profiling.peak_memory(work.call, "cpu")  # the same peak, above the call's start
+    clean = profiling.peak_source(profiling.make_workload(get("rope_interleaved"), seq=64, d_model=64, n_heads=4).call,
+                                  "cpu")
+    assert clean.nbytes < 2**20 and clean.op != "aten::empty", clean
+
+
+def test_the_summary_table_names_the_peaks_source():
+    from posenc.harness.perf_report import summary_lines
+
+    row = {"group": "g", "encoder": "planted_scratch", "seconds": 1e-3, "peak_bytes": 33 * 2**20,
+           "peak_op": "empty 32.00 MiB", "static_bytes": 0, "min_bytes": 10**6, "bandwidth_GBps": 1.0,
+           "roofline_ratio": 0.5, "op_count": 3, "kernel_count": 2, "top_ops": [("aten::fill_", 0.9)]}
+    _, group, header, line = summary_lines([row])
+    assert "peak by" in header and "empty 32.00 MiB" in line and len(line) <= 160
+
+
+def _synthetic_trace():
+    """One profiled step: a forward op, a backward node, and 1 MiB allocated then freed after the last op."""
+    mib = 2**20
+    events = [
+        {"ph": "X", "name": "ProfilerStep#1", "ts": 0.0, "dur": 100.0, "cat": "user_annotation", "pid": 1, "tid": 1},
+        {"ph": "X", "name": "aten::mul", "ts": 10.0, "dur": 20.0, "cat": "cpu_op", "pid": 1, "tid": 1},
+        {"ph": "X", "name": "autograd::engine::evaluate_function: MulBackward0", "ts": 40.0, "dur": 40.0,
+         "cat": "cpu_op", "pid": 1, "tid": 1},
+        {"ph": "i", "name": "[memory]", "ts": 12.0, "args": {"Addr": 1, "Bytes": mib, "Total Allocated": 9 * mib,
+                                                             "Device Type": 0}},
+        {"ph": "i", "name": "[memory]", "ts": 95.0, "args": {"Addr": 1, "Bytes": -mib, "Total Allocated": 8 * mib,
+                                                             "Device Type": 0}},
+    ]
+    return {"traceEvents": events}
+
+
+def test_the_timeline_counts_memory_above_the_steps_start_and_keeps_frees_after_the_last_op(tmp_path):
+    from posenc.harness import plots
+
+    trace = _synthetic_trace()
+    events = plots._step_events(trace)
+    assert plots._memory_curve(trace, events) == [(12.0, 2.0**20), (95.0, 0.0)]  # 8 MiB before the step is not shown
+    assert plots.legend_entries(events) == ["MulBackward0", "mul"]  # backward nodes by name, most time first
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    image = plots.timeline(path, title="synthetic")
+    assert image.size[0] == 1400 and image.size[1] > 150
+
+
+def test_the_peak_source_reads_a_traces_memory_events():
+    source = profiling.peak_source_from_trace(_synthetic_trace()["traceEvents"])
+    assert (source.peak_bytes, source.nbytes, source.op) == (2**20, 2**20, "aten::mul")

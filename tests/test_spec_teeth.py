@@ -36,3 +36,20 @@ def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
     assert matrix["LIN-1"]["softmax_attention_as_linear"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]
     # only LIN-1's perf spec was selected: the cell is partial, never FAIL
     assert matrix["LIN-1"]["linear_attention_rope"] == State.HOLDS_PARTIAL, result.stdout[-3000:]
+
+
+@pytest.mark.timeout(900)
+def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-m", "perf",
+               "-k", "test_rope_overhead_inside_attention_is_small or test_forward_time_ranks_as_the_documents_table",
+               "--plugin", "tests/plugins/noisy_timer.py", "--matrix-dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
+    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads((runs[-1] / "verdicts.json").read_text())
+    judged = {(o["claim"], o["encoder"]): (o["state"], o["message"]) for o in data["outcomes"]}
+    timing = {cell: state for cell, state in judged.items() if cell[0] in ("ROPE-12", "PERF-1")}
+    assert {claim for claim, _ in timing} == {"ROPE-12", "PERF-1"}, judged
+    assert {state for state, _ in timing.values()} == {State.UNDECIDED}, timing
+    assert all("the machine is busy" in message for _, message in timing.values()), timing

@@ -21,9 +21,9 @@ from ..encoders.qk_rotary import CosSinRotaryEmbedding, XPosRotaryEmbedding, app
 from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbeddingComplex
 from ..encoders.scaling import frequencies as schedules
 
-from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, BIAS_DEFAULTS, rotary_claims
+from .declarations import BIAS_DEFAULTS
 from .record_builders import additive_record, attention_record, placed, rotary_record
-from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted, with_defaults
+from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted
 
 # A trained dynamic scale: at its initial value 1 the 0.7 : 0.3 mix is plain RoPE.
 TRAINED_DYNAMIC_SCALE = 1.25

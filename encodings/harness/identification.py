@@ -78,7 +78,8 @@ class Identification:
 
     def geometry_code(self) -> str:
         """The ``RotaryGeometry`` a record should declare, as Python source."""
-        shown = [f"{name}={source}" for name, (_, source) in geometry_fields(self).items()]
+        shown = [f"{name}={source}" for name, (value, source) in geometry_fields(self).items()
+                 if name != "magnitude" or abs(value - 1) > SCALE_RTOL]
         return f"posenc.RotaryGeometry({', '.join(shown)})"
 
 
@@ -108,8 +109,7 @@ def geometry_fields(found: Identification) -> dict[str, tuple[object, str]]:
         measured = torch.tensor(found.theta, dtype=torch.float64)
         fields["frequencies"] = (lambda rotary_dim, base, measured=measured: measured,
                                  f"lambda rotary_dim, base: torch.tensor({found.theta!r}, dtype=torch.float64)")
-    if abs(found.magnitude - 1) > SCALE_RTOL:
-        fields["magnitude"] = (found.magnitude, f"{found.magnitude:.6g}")
+    fields["magnitude"] = (found.magnitude, f"{found.magnitude:.6g}")  # the measured value, always
     fields["angle_dtype"] = (torch.float32, "torch.float32")
     return fields
 

@@ -28,17 +28,19 @@ VALUE_FIXTURES = ("record", "dtype", "device")
 _SKIPS = ((Blocked, State.BLOCKED), (Excluded, State.EXCLUDED), (Undecided, State.UNDECIDED))
 
 
-def judge(case: SpecCase, excinfo, duration: float, timeout: float | None) -> State | None:
-    """The state of one run; None for a skip that is not the harness's (pytest's own)."""
+def judge(case: SpecCase, excinfo, duration: float, timeout: float | None, when: str = "call") -> State | None:
+    """The state of one run phase; None for a skip that is not the harness's (pytest's own). A
+    declared refutation is judged on the spec's call only: setup and teardown do not decide it."""
     if excinfo is not None:
         harness_skip = next((state for kind, state in _SKIPS if excinfo.errisinstance(kind)), None)
         if harness_skip is not None or excinfo.errisinstance(pytest.skip.Exception):
             return harness_skip
+    expects_refutation = case.expects_refutation and when == "call"
     if excinfo is None:
-        return State.UNEXPECTEDLY_HOLDS if case.expects_refutation else State.HOLDS
+        return State.UNEXPECTEDLY_HOLDS if expects_refutation else State.HOLDS
     if excinfo.errisinstance(SpecTimeout):
         return State.TIMED_OUT
-    if case.expects_refutation and excinfo.errisinstance(case.excused):
+    if expects_refutation and excinfo.errisinstance(case.excused):
         return State.REFUTED
     if excinfo.errisinstance(ClaimViolation):
         return State.UNEXPECTEDLY_FAILING

@@ -3,7 +3,8 @@
 Printed last, after pytest-benchmark's own (narrowed) tables:
 
 * one table per benchmark group, one row per encoder: median time, ratio to the fastest, peak
-  and static memory, minimum bytes moved, bandwidth and ×copy, operator and kernel counts, and
+  memory above the call's start and the operator that allocated the largest block alive at the
+  peak, static memory, minimum bytes moved, bandwidth and ×copy, operator and kernel counts, and
   the operator with the largest share of the call's time;
 * the notes of the claim measurements (PERF-1, PERF-2, LIN-1, ROPE-12);
 * the scaling table: time and peak memory against sequence length for every RoPE and attention
@@ -40,7 +41,7 @@ def summary_lines(benchmarks: list[dict]) -> list[str]:
     groups: dict[str, list[dict]] = {}
     for b in benchmarks:
         groups.setdefault(b["group"], []).append(b)
-    header = (f"{'encoder':32s} {'median ms':>9s} {'×fast':>6s} {'peak MiB':>8s} {'stat MiB':>8s} "
+    header = (f"{'encoder':32s} {'median ms':>9s} {'×fast':>6s} {'peak MiB':>8s} {'peak by':22s} {'stat MiB':>8s} "
               f"{'min MB':>7s} {'GB/s':>7s} {'×copy':>6s} {'ops':>4s} {'kern':>4s}  top operator")
     for group, rows in groups.items():
         lines += ["", group, header]
@@ -48,7 +49,8 @@ def summary_lines(benchmarks: list[dict]) -> list[str]:
         for r in sorted(rows, key=lambda r: r["seconds"]):
             lines.append(
                 f"{r['encoder'][:32]:32s} {r['seconds'] * 1e3:9.3f} {r['seconds'] / fastest:6.2f} "
-                f"{_mib(r['peak_bytes']):>8s} {_mib(r['static_bytes']):>8s} {r['min_bytes'] / 1e6:7.2f} "
+                f"{_mib(r['peak_bytes']):>8s} {r.get('peak_op', '')[:22]:22s} {_mib(r['static_bytes']):>8s} "
+                f"{r['min_bytes'] / 1e6:7.2f} "
                 f"{r['bandwidth_GBps']:7.2f} {r['roofline_ratio']:6.3f} {r['op_count']:4d} {r['kernel_count']:4d}  "
                 f"{_top(r)}"
             )

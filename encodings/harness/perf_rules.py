@@ -21,6 +21,15 @@ verdicts on them are in :mod:`.builtin_records`.
   ``ROPE12_OVERHEAD_LIMIT`` (the usual bar for a small cost) at the documents' size (batch 1,
   seq 512, d_model 768, 12 heads, forward), and "efficient for long sequences": the
   overhead at 4× the length is no larger than at 512 plus ``ROPE12_NOISE``.
+* **A busy machine decides nothing.** PERF-1 and ROPE-12 compare calls timed in alternation,
+  round by round. When the per-round ratios spread (IQR / median) by more than ``BUSY_SPREAD``
+  the machine was busy while they ran: other work lands on one call of a round and not on the
+  other, and the interval moves with it. Such a cell reads ``undecided`` with its measured
+  interval and spread, never ``holds`` or ``refuted``. The limit is per claim, above the spread
+  an idle machine shows: ROPE-12's calls (tens of ms) spread by 3-9% idle on a 2-core EPYC and by
+  77% with another test run beside them; PERF-1's (0.1-0.5 ms, where a cache miss is a large
+  share) by 21-27% idle and 29-54% beside another run. On an idle machine the spread is a few
+  percent; ``tests/test_spec_teeth.py`` injects a noisy timer and requires ``undecided``.
 """
 
 #: The documents' table (000 §4.1, V100, seq 512, dim 768): encoder -> (forward ms, memory MB). Measured
@@ -41,3 +50,5 @@ ROPE12_NOISE = 0.05
 #: bars are round numbers, and a verdict that a different machine could flip is no verdict.
 PERF1_EQUIVALENCE = 0.02
 ROPE12_EQUIVALENCE = 0.02
+#: Per-round ratio spread (IQR / median) above which a timing cell is undecided: the machine was busy.
+BUSY_SPREAD = {"ROPE-12": 0.20, "PERF-1": 0.40}

@@ -6,8 +6,10 @@ script from the internet), and README embeds the same PNG files.
 * :func:`loglog_plot` - one line per encoder, cost against sequence length, both axes in
   powers of two / ten, raw points (no smoothing);
 * :func:`timeline` - one profiled step of a Chrome trace (``*.pt.trace.json``): one lane per
-  thread or CUDA stream, one box per operator or kernel, the longest ones labelled, the bytes
-  allocated over the step (from the trace's memory events), and a millisecond axis.
+  thread or CUDA stream, one box per operator or kernel (backward ones by their autograd node's
+  name), the longest ones labelled, a legend of the colours of the operators with the most time,
+  the bytes allocated above the step's start (from the trace's memory events, frees after the
+  last operator included), and a millisecond axis.
 """
 
 from __future__ import annotations
@@ -73,16 +75,42 @@ def loglog_plot(series: dict[str, list[tuple[float, float]]], *, title: str, xla
     return image
 
 
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+LEGEND_ENTRIES = 10
+
+
+def _step_span(trace: dict) -> tuple[float, float] | None:
+    """(start, end) in µs of the last profiled step, or None when the trace has no step markers."""
+    steps = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
+    if not steps:
+        return None
+    step = max(steps, key=lambda e: e["ts"])
+    return step["ts"], step["ts"] + step["dur"]
+
+
 def _step_events(trace: dict) -> list[dict]:
     """Complete events of the last profiled step (all of them when the trace has no step markers)."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
-    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
-    if steps:
-        step = max(steps, key=lambda e: e["ts"])
-        start, end = step["ts"], step["ts"] + step["dur"]
+    span = _step_span(trace)
+    if span is not None:
+        start, end = span
         events = [e for e in events if start <= e["ts"] and e["ts"] + e["dur"] <= end + 1]
     return [e for e in events if e.get("cat") in ("cpu_op", "kernel", "gpu_memcpy", "gpu_memset", "user_annotation")
             and not str(e.get("name", "")).startswith("ProfilerStep#")]
+
+
+def display_name(name: str) -> str:
+    """An event's name as drawn: ``aten::`` dropped, a backward step named by its autograd node."""
+    return str(name).removeprefix(BACKWARD_PREFIX).removeprefix("aten::")
+
+
+def legend_entries(events: list[dict], count: int = LEGEND_ENTRIES) -> list[str]:
+    """The drawn names with the most time in the step (nested time counted once per event), longest first."""
+    totals: dict[str, float] = {}
+    for e in events:
+        totals[display_name(e.get("name", ""))] = totals.get(display_name(e.get("name", "")), 0.0) + e["dur"]
+    return [name for name, _ in sorted(totals.items(), key=lambda kv: -kv[1])[:count]]
 
 
 def timeline(trace_path: str | Path, *, width: int = 1400, title: str = ""):
@@ -109,36 +137,37 @@ def timeline(trace_path: str | Path, *, width: int = 1400, title: str = ""):
         for depth in sorted(by_depth)[:6]:
             depth_rows.append((lane, depth, by_depth[depth]))
     memory = _memory_curve(trace, events)
+    legend = legend_entries(events)
+    colors: dict[str, str] = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(legend)}
+    legend_rows = math.ceil(len(legend) / 5)
     row_h, left, top, memory_h = 18, 150, 40, (70 if memory else 0)
-    height = top + row_h * max(len(depth_rows), 1) + memory_h + 50
+    height = top + row_h * max(len(depth_rows), 1) + memory_h + 50 + 16 * legend_rows + 8
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
     if not events:
         draw.text((10, 10), f"{title}: no operator events in the trace", fill="black", font=font)
         return image
     t0 = min(e["ts"] for e in events)
-    t1 = max(e["ts"] + e["dur"] for e in events)
+    t1 = max([e["ts"] + e["dur"] for e in events] + [ts for ts, _ in memory])  # frees after the last operator too
     span = max(t1 - t0, 1e-3)
     scale = (width - left - 20) / span
     draw.text((10, 10), f"{title}  (one step, {span / 1e3:.3f} ms; lanes: thread or stream, nesting depth)",
               fill="black", font=font)
-    colors: dict[str, str] = {}
     for row, (lane, depth, items) in enumerate(depth_rows):
         y = top + row * row_h
         draw.text((6, y + 3), f"{lane[0]} {lane[2]} d{depth}"[:22], fill="black", font=font)
         for e in items:
             x0 = left + (e["ts"] - t0) * scale
             x1 = max(x0 + 1, left + (e["ts"] + e["dur"] - t0) * scale)
-            name = str(e.get("name", ""))
-            color = colors.setdefault(name, PALETTE[len(colors) % len(PALETTE)])
+            label = display_name(e.get("name", ""))
+            color = colors.setdefault(label, PALETTE[len(colors) % len(PALETTE)])
             draw.rectangle([x0, y + 1, x1, y + row_h - 2], fill=color, outline="white")
-            label = name.removeprefix("aten::")
             if x1 - x0 > 6 * len(label) + 4:
                 draw.text((x0 + 2, y + 3), label, fill="white", font=font)
     if memory:  # bytes allocated over the step, as a step line under the lanes
         base_y, peak = top + row_h * len(depth_rows) + memory_h, max(v for _, v in memory) or 1
         low = min(v for _, v in memory)
-        draw.text((6, base_y - memory_h + 4), f"allocated MiB\n{low / 2**20:.2f} … {peak / 2**20:.2f}",
+        draw.text((6, base_y - memory_h + 4), f"MiB above start\n{low / 2**20:.2f} … {peak / 2**20:.2f}",
                   fill="black", font=font)
         points = []
         for ts, value in memory:
@@ -155,17 +184,27 @@ def timeline(trace_path: str | Path, *, width: int = 1400, title: str = ""):
         draw.line([x, axis_y, x, axis_y + 4], fill="black")
         draw.text((x - 14, axis_y + 8), f"{i * span / ticks / 1e3:.3f}", fill="black", font=font)
     draw.text((width - 80, axis_y + 24), "ms", fill="black", font=font)
+    legend_y = axis_y + 40
+    for i, name in enumerate(legend):  # the colours of the operators with the most time, five per row
+        x, y = left + (i % 5) * ((width - left - 20) // 5), legend_y + 16 * (i // 5)
+        draw.rectangle([x, y + 2, x + 10, y + 12], fill=colors[name])
+        draw.text((x + 14, y), name[:36], fill="black", font=font)
     return image
 
 
 def _memory_curve(trace: dict, events: list[dict]) -> list[tuple[float, float]]:
-    """(time, bytes allocated) from the trace's ``[memory]`` events within the step's span."""
+    """(time, bytes allocated above the step's start) from the trace's ``[memory]`` events within the
+    step (its marker's span, so frees after the last operator count; else the operators' span)."""
     if not events:
         return []
-    t0, t1 = min(e["ts"] for e in events), max(e["ts"] + e["dur"] for e in events)
-    points = sorted((e["ts"], float(e["args"]["Total Allocated"])) for e in trace.get("traceEvents", [])
-                    if e.get("name") == "[memory]" and "Total Allocated" in e.get("args", {}) and t0 <= e["ts"] <= t1)
-    return points
+    span = _step_span(trace) or (min(e["ts"] for e in events), max(e["ts"] + e["dur"] for e in events))
+    memory = sorted((e for e in trace.get("traceEvents", []) if e.get("name") == "[memory]"
+                     and "Total Allocated" in e.get("args", {}) and span[0] <= e["ts"] <= span[1]),
+                    key=lambda e: e["ts"])
+    if not memory:
+        return []
+    start = float(memory[0]["args"]["Total Allocated"]) - float(memory[0]["args"].get("Bytes", 0))
+    return [(e["ts"], float(e["args"]["Total Allocated"]) - start) for e in memory]
 
 
 def top_operators_from_trace(trace_path: str | Path, count: int = 10) -> list[tuple[str, float, int]]:

@@ -157,6 +157,66 @@ def _memory_events(prof) -> list[tuple[int, int]]:
     return sorted(((e.start_ns(), e.nbytes()) for e in events), key=lambda pair: pair[0])
 
 
+@dataclass(frozen=True)
+class PeakSource:
+    """The allocation that took one call's memory to its peak, and the operator that made it."""
+
+    peak_bytes: int  # above the call's start
+    op: str  # the innermost operator running when the allocation was made ("outside any operator" if none)
+    nbytes: int  # that allocation's size
+
+    def __str__(self) -> str:
+        return f"{self.op.removeprefix('aten::')} {self.nbytes / 2**20:.2f} MiB"
+
+
+def peak_source_from_trace(events: list[dict], cuda: bool = False) -> PeakSource:
+    """The largest allocation alive at the peak of a chrome trace's memory events (``[memory]``
+    instants with ``Addr`` and ``Bytes``, allocations positive, frees negative), counted from the
+    trace's start, and the innermost operator whose span holds the moment it was made."""
+    device = 1 if cuda else 0
+    memory = sorted((e for e in events if e.get("name") == "[memory]"
+                     and e.get("args", {}).get("Device Type", 0) == device), key=lambda e: e["ts"])
+    live: dict[int, tuple[int, float]] = {}
+    running = peak = 0
+    at_peak: dict[int, tuple[int, float]] = {}
+    for event in memory:
+        address, nbytes = event["args"]["Addr"], int(event["args"]["Bytes"])
+        running += nbytes
+        if nbytes > 0:
+            live[address] = (nbytes, event["ts"])
+        else:
+            live.pop(address, None)
+        if running > peak:
+            peak, at_peak = running, dict(live)
+    if not at_peak:
+        return PeakSource(0, "no allocation", 0)
+    nbytes, when = max(at_peak.values())
+    spans = [(e["dur"], e["name"]) for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+             and e["ts"] <= when <= e["ts"] + e["dur"]]
+    return PeakSource(int(peak), min(spans)[1] if spans else "outside any operator", nbytes)
+
+
+def peak_source(fn: Callable[[], object], device: str) -> PeakSource:
+    """Which operator allocated the largest block alive at one ``fn()``'s peak (from the trace's
+    memory events: every allocation and free, with its address)."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    on_cuda = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    with profile(activities=activities, profile_memory=True) as prof:
+        out = fn()
+        synchronize(device)
+    del out
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    return peak_source_from_trace(events, cuda=on_cuda)
+
+
 def peak_memory(fn: Callable[[], object], device: str) -> int:
     """Bytes allocated at the peak of one ``fn()`` above those allocated just before it (outputs kept)."""
     if torch.device(device).type == "cuda":
@@ -255,6 +315,14 @@ def ratio_interval(numerator: list[float], denominator: list[float], *, confiden
     return statistics.median(ratios), low, high
 
 
+def paired_spread(numerator: list[float], denominator: list[float]) -> float:
+    """IQR / median of the per-round ratios ``numerator[i] / denominator[i]``: how much two calls
+    timed in alternation disagree from round to round (``perf_rules.BUSY_SPREAD``)."""
+    ratios = [a / b for a, b in zip(numerator, denominator)]
+    quartiles = statistics.quantiles(ratios, n=4)
+    return (quartiles[2] - quartiles[0]) / statistics.median(ratios)
+
+
 # ---------------------------------------------------------------- roofline
 
 def copy_call(nbytes: int, device: str) -> Callable[[], object]:
@@ -340,6 +408,12 @@ def computes(event) -> bool:
     return False
 
 
+def counts_as_kernel(event) -> bool:
+    """A computing operator, counted once: an operator that hands its work to its own ``out=``
+    variant (``aten::arange`` inside ``aten::arange``) is the same kernel, counted at the inner call."""
+    return computes(event) and not any(child.name == event.name and computes(child) for child in event.cpu_children)
+
+
 def _computing_below(event) -> bool:
     return any(computes(child) or _computing_below(child) for child in event.cpu_children)
 
@@ -367,7 +441,7 @@ def count_ops(fn: Callable[[], object], device: str) -> dict[str, int]:
                       if e.device_type() == torch.autograd.DeviceType.CUDA and e.activity_type() == "kernel")
     else:
         compiled = [e for e in events if e.name.startswith("## Call CompiledFxGraph")]
-        kernels = sum(1 for e in aten if computes(e)) + len(compiled)
+        kernels = sum(1 for e in aten if counts_as_kernel(e)) + len(compiled)
     return {"op_count": ops, "kernel_count": kernels, "top_ops": top_operators(prof, on_cuda)}
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from ..encoders.published import doc000, doc004
-from .declarations import ADDITIVE_DEFAULTS, ATTENTION_DEFAULTS, rotary_claims
+from .declarations import rotary_claims
 from .record_builders import additive_record, attention_record, placed, rotary_record
-from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted, tolerances_for_angles, with_defaults
+from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted, tolerances_for_angles
 
 FP32_ANGLES = tolerances_for_angles(torch.float32)  # every snippet forms its angles in float32
 INTERLEAVED_FP32 = RotaryGeometry(layout="interleaved", angle_dtype=torch.float32)

@@ -165,15 +165,13 @@ def pytest_runtest_makereport(item, call):
     if case is None or (call.when != "call" and not report.failed):
         return report
     timeout = item.stash.get(_TIMEOUT, None)
-    verdict = judge.judge(case, call.excinfo, call.duration, timeout)
+    verdict = judge.judge(case, call.excinfo, call.duration, timeout, call.when)
     if verdict is None:
         return report
     if verdict == State.TIMED_OUT:
         item.config.stash[_STATE].timed_out.setdefault(case.record.name, case.spec)
-    reproduce = None
-    if _RUNNING in item.stash:
-        def reproduce(excinfo):
-            return judge.reproducers(item.stash[_RUNNING], item.obj, item.funcargs, excinfo)
+    reproduce = (lambda excinfo: judge.reproducers(item.stash[_RUNNING], item.obj, item.funcargs, excinfo)) \
+        if _RUNNING in item.stash else None
     found = judge.outcome(case, verdict, item.stash.get(_SPEC_ID, item.nodeid), call.excinfo, timeout, reproduce)
     shortened = verdict in (State.CRASHED, State.UNEXPECTEDLY_FAILING) and reproduce is not None
     if shortened and item.config.option.tbstyle == "auto":  # --tb=long and the others keep pytest's traceback

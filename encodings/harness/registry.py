@@ -19,7 +19,7 @@ from .published_records import PUBLISHED_RECORDS
 from .records import EncoderRecord
 from .spec_index import spec_claims
 
-#: The spec folder beside the package (a checkout); an installed package without it checks no names.
+#: The spec folder beside the package (a checkout, known by its catalogue); without it no names are checked.
 SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
 
 _REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in (*BUILTIN_RECORDS, *PUBLISHED_RECORDS)}
@@ -27,7 +27,7 @@ _REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in (*BUILT
 
 @functools.cache
 def _spec_claims() -> dict[str, str] | None:
-    return spec_claims(SPECS_DIR) if SPECS_DIR.is_dir() else None
+    return spec_claims(SPECS_DIR) if (SPECS_DIR / "claims.md").is_file() else None
 
 
 def check_spec_names(record: EncoderRecord, known: dict[str, str] | None = None) -> None:

@@ -47,6 +47,8 @@ def register_identified(settings: Settings) -> dict[str, str]:
     target_spec, protocol, apply_name = settings.identify
     path, _, name = target_spec.rpartition(":")
     identified_name = f"identified_{name}"
+    if identified_name in _IDENTIFIED:
+        return {identified_name: _IDENTIFIED[identified_name]}
     module_spec = importlib.util.spec_from_file_location(f"identified_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(module_spec)
     try:
@@ -57,11 +59,15 @@ def register_identified(settings: Settings) -> dict[str, str]:
         found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim)
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
         raise SelectionError(f"--identify {target_spec}: {type(error).__name__}: {error}") from None
-    if identified_name not in {r.name for r in registry.records()}:
-        registry.register(replace(identification.identified_record(
-            found, identified_name, identification.build_identified(target, protocol), protocol=protocol,
-            apply=apply, source=f"identified from its outputs: {target_spec}"), origin="identified"))
-    return {identified_name: found.report()}
+    registry.register(replace(identification.identified_record(
+        found, identified_name, identification.build_identified(target, protocol), protocol=protocol,
+        apply=apply, source=f"identified from its outputs: {target_spec}"), origin="identified"))
+    _IDENTIFIED[identified_name] = found.report()
+    return {identified_name: _IDENTIFIED[identified_name]}
+
+
+#: Reports of the targets this process identified and registered (a second configure reuses them).
+_IDENTIFIED: dict[str, str] = {}
 
 
 def select(settings: Settings) -> Selection:

@@ -3,7 +3,10 @@
 * ``attention/<encoder>`` (images): attention weights between 64 positions of one repeated
   token, mean over heads, scaled to [0, 1]; 004 §10 advises looking at attention patterns.
   Attention modules are read through ``attend(q, k, v = I)``, rotary encoders as
-  ``softmax(⟨f(q, m), f(k, n)⟩ / √d)``, additive ones as ``softmax(h_m·h_n / √d)``, ``h = f(x)``.
+  ``softmax(⟨f(q, m), f(k, n)⟩ / √d)``, additive ones as ``softmax(h_m·h_n / √d)``, ``h = f(x)``,
+  a logit bias (ALiBi) as ``softmax(b(m, n))``: with one repeated token only the bias differs.
+* ``skipped/<encoder>`` (text): what could not be drawn for an encoder and why (a head size it
+  excludes, a call that raised): one encoder never stops the others' summaries.
 * ``roformer/decay_bound_d<d>`` (scalars against the distance r): RoFormer §3.4.3's bound
   ``B(r) = (1/(d/2))·Σ_j |S_j|``, ``S_j = Σ_{k<j} e^{i r θ_k}``, ``θ_k = 10000^(−2k/d)``.
 * ``precision/<encoder>/<dtype>`` (scalars against the position p): ``max|f(x, p) − R_p x| / max|R_p x|``
@@ -48,6 +51,9 @@ def attention_pattern(record, device: str = "cpu") -> torch.Tensor:
             q = _same_token((1, s, h, hd), device)
             v = torch.eye(s, hd, device=device)[None, :, None, :].expand(1, s, h, hd).contiguous()
             weights = module.attend(q, q.clone(), v)[0, :, :, :s].permute(1, 0, 2)  # (h, m, n)
+        elif record.kind == "bias":
+            positions = torch.arange(s, device=device)
+            weights = module(positions, positions).float().softmax(-1)  # (h, m, n); −∞ after the query
         elif record.kind == "rotary":
             x = _same_token(record.input_shape(1, s, PATTERN_CONFIG), device)
             f = as_heads(module(x), PATTERN_CONFIG)[0].transpose(0, 1)  # (h, s, hd)
@@ -95,7 +101,7 @@ def write_summaries(logdir, records, device: str = "cpu", *, lengths=SCALING_LEN
     """Write every summary for ``records`` into ``logdir``; returns the scalar and image tags written."""
     from torch.utils.tensorboard import SummaryWriter
 
-    tags = {"scalars": [], "images": []}
+    tags = {"scalars": [], "images": [], "skipped": []}
     with SummaryWriter(log_dir=str(Path(logdir))) as writer:
         writer.add_text("machine", str(machine.machine_info()))
         for dim in (64, 128):
@@ -104,19 +110,40 @@ def write_summaries(logdir, records, device: str = "cpu", *, lengths=SCALING_LEN
                 writer.add_scalar(tag, value, global_step=r)
             tags["scalars"].append(tag)
         for record in records:
+            for why in _record_summaries(writer, tags, record, device, lengths, positions):
+                writer.add_text(f"skipped/{record.name}", why)
+                tags["skipped"].append(f"{record.name}: {why}")
+    return tags
+
+
+def _record_summaries(writer, tags, record, device, lengths, positions) -> list[str]:
+    """Write one encoder's summaries; returns what was skipped and why."""
+    skipped = []
+    head_dim = PATTERN_D_MODEL // PATTERN_HEADS
+    try:
+        if record.kind != "bias" and not record.supports_head_dim(head_dim):
+            skipped.append(f"attention pattern: the encoder excludes head_dim {head_dim}")
+        else:
             pattern = attention_pattern(record, device)
             image = pattern.repeat_interleave(4, 0).repeat_interleave(4, 1)
             writer.add_image(f"attention/{record.name}", image, dataformats="HW")
             tags["images"].append(f"attention/{record.name}")
-            if claims_formula(record):
-                for dtype in record.limits.dtypes:
-                    tag = f"precision/{record.name}/{str(dtype).removeprefix('torch.')}"
-                    for p, error in zip(positions, precision_errors(record, dtype, positions, device)):
-                        writer.add_scalar(tag, error, global_step=p)
-                    tags["scalars"].append(tag)
-            if lengths:
-                for n, seconds, peak in scaling(record, device, lengths):
-                    writer.add_scalar(f"scaling/time_ms/{record.name}", seconds * 1e3, global_step=n)
-                    writer.add_scalar(f"scaling/peak_MiB/{record.name}", peak / 2**20, global_step=n)
-                tags["scalars"] += [f"scaling/time_ms/{record.name}", f"scaling/peak_MiB/{record.name}"]
-    return tags
+        if claims_formula(record):
+            for dtype in record.limits.dtypes:
+                tag = f"precision/{record.name}/{str(dtype).removeprefix('torch.')}"
+                for p, error in zip(positions, precision_errors(record, dtype, positions, device)):
+                    writer.add_scalar(tag, error, global_step=p)
+                tags["scalars"].append(tag)
+        if lengths and record.kind == "bias":
+            skipped.append("scaling: a logit bias takes positions, not activations (timed inside the length "
+                           "experiment's models)")
+        elif lengths:
+            limit = record.limits.max_position
+            fitting = [n for n in lengths if limit is None or n <= limit]
+            for n, seconds, peak in scaling(record, device, fitting):
+                writer.add_scalar(f"scaling/time_ms/{record.name}", seconds * 1e3, global_step=n)
+                writer.add_scalar(f"scaling/peak_MiB/{record.name}", peak / 2**20, global_step=n)
+            tags["scalars"] += [f"scaling/time_ms/{record.name}", f"scaling/peak_MiB/{record.name}"]
+    except Exception as error:  # noqa: BLE001 - one encoder's failure is reported, the others go on
+        skipped.append(f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}")
+    return skipped

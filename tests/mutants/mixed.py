@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 
 from posenc import DynamicPositionalEncoding, HybridPositionalEncoding, angle_dtype
 from posenc.encoders.positions import resolve_positions
