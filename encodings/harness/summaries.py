@@ -128,17 +128,20 @@ def _record_summaries(writer, tags, record, device, lengths, positions) -> list[
             image = pattern.repeat_interleave(4, 0).repeat_interleave(4, 1)
             writer.add_image(f"attention/{record.name}", image, dataformats="HW")
             tags["images"].append(f"attention/{record.name}")
+        limit = record.limits.max_position
         if claims_formula(record):
+            reached = [p for p in positions if limit is None or p < limit]  # a fixed table ends them
+            if len(reached) < len(positions):
+                skipped.append(f"precision past position {limit - 1}: the encoder's table ends there")
             for dtype in record.limits.dtypes:
                 tag = f"precision/{record.name}/{str(dtype).removeprefix('torch.')}"
-                for p, error in zip(positions, precision_errors(record, dtype, positions, device)):
+                for p, error in zip(reached, precision_errors(record, dtype, reached, device)):
                     writer.add_scalar(tag, error, global_step=p)
                 tags["scalars"].append(tag)
         if lengths and record.kind == "bias":
             skipped.append("scaling: a logit bias takes positions, not activations (timed inside the length "
                            "experiment's models)")
         elif lengths:
-            limit = record.limits.max_position
             fitting = [n for n in lengths if limit is None or n <= limit]
             for n, seconds, peak in scaling(record, device, fitting):
                 writer.add_scalar(f"scaling/time_ms/{record.name}", seconds * 1e3, global_step=n)

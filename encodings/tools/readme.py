@@ -18,6 +18,7 @@ from posenc.harness.matrix import declared_matrix, render_markdown, roles
 from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
 from posenc.tools import cli
+from posenc.tools.perf_figures import perf_table_markdown, write_measurements
 
 
 def matrix_markdown() -> str:
@@ -93,7 +94,7 @@ def fixes_markdown() -> str:
 
 
 SECTIONS = {"matrix": matrix_markdown, "fixes": fixes_markdown, "findings": findings_markdown,
-            "specs-by-claim": specs_by_claim_markdown}
+            "specs-by-claim": specs_by_claim_markdown, "perf-table": perf_table_markdown}
 README = Path("README.md")
 
 
@@ -120,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.ArgumentParser(prog="python -m posenc readme",
                                      description="Print README's generated sections (run from the repository root).")
     parser.add_argument("--write", action="store_true", help="write them between their markers in README.md")
+    parser.add_argument("--perf-json", metavar="BENCH.json", type=Path,
+                        help="first keep the measured benchmarks of this pytest-benchmark JSON (pytest specs -m perf "
+                             "--benchmark-json BENCH.json) in docs/measurements/perf-cpu.json, for the perf table")
     args = parser.parse_args(argv)
+    if args.perf_json:
+        print(f"measurements kept in {write_measurements(args.perf_json)}", file=sys.stderr)
     if args.write:
         write_readme()
         return 0
