@@ -147,6 +147,22 @@ def test_a_hang_in_a_generated_example_times_out_too(tmp_path):
     assert State.TIMED_OUT in states and states <= {State.TIMED_OUT, State.BLOCKED, State.HOLDS}, states
 
 
+def test_the_users_timeout_beats_a_timeout_marker(tmp_path):
+    """A marker's longer timeout (the project's own subprocess tests carry some) never overrides
+    the user's ``--timeout``: a slow run is the user's to allow or to stop."""
+    (tmp_path / "conftest.py").write_text('from hypothesis import settings\n\npytest_plugins = ["posenc.harness.pytest_plugin"]\n'
+                                          'settings.register_profile("dev", deadline=None)\n')
+    spec = tmp_path / "test_marked.py"
+    spec.write_text("import time\nimport pytest\n\n\n@pytest.mark.timeout(600)\ndef test_sleeps():\n"
+                    "    time.sleep(30)\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", str(spec), "-q", "-p", "no:cacheprovider", "--timeout", "2",
+                           "--matrix-dir", str(tmp_path / "reports")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert time.monotonic() - start < 25 and done.returncode == 1, done.stdout[-2000:]
+    assert "timeout: no result after 2 s" in done.stdout, done.stdout[-2000:]
+
+
 def test_a_hanging_encoder_times_out_and_the_run_goes_on(tmp_path):
     hanging = plugin(tmp_path, "hanging_rope", "time.sleep(3600)")
     start = time.monotonic()

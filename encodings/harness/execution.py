@@ -22,6 +22,13 @@ from .contract import Blocked, SpecTimeout, contract_problem
 from .parametrization import SpecCase
 
 
+def user_timeout(config, resolved: float) -> float:
+    """``--timeout`` given on the command line wins over a ``timeout`` marker and the ini value
+    (pytest-timeout would let a marker override it); otherwise pytest-timeout's resolution."""
+    given = config.getoption("timeout", default=None)
+    return float(given) if given is not None else resolved
+
+
 def start_timer(timeout: float, method: str) -> bool:
     """Arm the harness's timer for the signal method; False leaves it to pytest-timeout."""
     if method != "signal" or not hasattr(signal, "SIGALRM"):

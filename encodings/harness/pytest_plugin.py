@@ -134,8 +134,9 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_set_timer(item, settings):
-    item.stash[_TIMEOUT] = settings.timeout
-    return True if execution.start_timer(settings.timeout, settings.method) else None
+    timeout = execution.user_timeout(item.config, settings.timeout)  # the user's --timeout beats any marker
+    item.stash[_TIMEOUT] = timeout
+    return True if timeout and execution.start_timer(timeout, settings.method) else None
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
