@@ -38,6 +38,13 @@ def _skip_bias(record) -> None:
         pytest.skip("a logit bias takes positions, not activations: it is timed inside the length experiment's models")
 
 
+def _skip_unsupported_size(record) -> None:
+    head_dim = profiling.DOC_D_MODEL // profiling.DOC_HEADS
+    if not record.supports_head_dim(head_dim):
+        pytest.skip(f"n/a: {record.name} excludes the documents' head_dim {head_dim} (d_model "
+                    f"{profiling.DOC_D_MODEL}, {profiling.DOC_HEADS} heads)")
+
+
 def _bench_name(device, mode, batch, encoder) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{device}-{mode}-b{batch}-{encoder}")
 
@@ -47,6 +54,7 @@ def _bench_name(device, mode, batch, encoder) -> str:
 @pytest.mark.parametrize("mode", MODES)
 def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_session):
     _skip_bias(perf_record)
+    _skip_unsupported_size(perf_record)
     device = perf_device
     work = profiling.make_workload(perf_record, batch=batch, dtype=DTYPE, device=device,
                                    backward=mode != "forward")
@@ -221,5 +229,6 @@ def test_memory_matches_the_documents_table(record, device, perf_session):
 def test_workload_builds_and_measures(perf_record):
     """The benchmark workload of every selected encoder, at a tiny size (cheap, default run)."""
     _skip_bias(perf_record)
-    work = profiling.make_workload(perf_record, seq=8, d_model=16, n_heads=2, warmup=1, backward=True)
+    head_dim = s.supported_head_dim(perf_record, 8)
+    work = profiling.make_workload(perf_record, seq=8, d_model=2 * head_dim, n_heads=2, warmup=1, backward=True)
     assert work.min_bytes > 0 and profiling.peak_memory(work.call, "cpu") > 0

@@ -100,6 +100,24 @@ def test_the_command_line_prints_a_report_and_a_geometry(tmp_path):
     assert loaded.returncode == 0 and "EncoderRecord('rope')" in loaded.stdout, loaded.stderr[-2000:]
 
 
+def test_a_cos_sin_target_prints_a_plugin_file_that_runs_its_specs(tmp_path):
+    """The cos/sin protocol needs ``apply``: the generated plug-in carries it, and pytest runs it."""
+    target = tmp_path / "cos_sin_rope.py"
+    target.write_text("import posenc\nrope = posenc.CosSinRotaryEmbedding(16)\napply = posenc.apply_rotary_cos_sin\n")
+    shown = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:rope", "--protocol", "cos_sin",
+                            "--apply", "apply"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr[-2000:]
+    code = shown.stdout[shown.stdout.index("# save as a plug-in"):shown.stdout.index("\n))\n") + 3]
+    assert "protocol='cos_sin'" in code and "apply=apply" in code
+    plugin = tmp_path / "identified_cos_sin.py"
+    plugin.write_text(code)
+    ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--plugin",
+                          str(plugin), "--encoders", "rope", "-k", "test_rotation_preserves_norm",
+                          "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0 and " passed" in ran.stdout.splitlines()[-1], ran.stdout[-2000:]
+
+
 
 
 
@@ -166,3 +184,14 @@ def test_pytest_identify_runs_every_spec_against_what_a_bare_function_computes(t
     assert row.pop("contract") == State.UNEXPECTEDLY_FAILING
     assert set(row.values()) <= {State.HOLDS, State.REFUTED, State.NA}, {c: s for c, s in row.items() if s not in (State.HOLDS, State.NA)}
     assert row["ROPE-13"] == State.REFUTED and row["ROPE-4"] == State.HOLDS
+
+
+def test_every_spec_honours_an_identified_records_fixed_head_dim(tmp_path):
+    """A target of one size (head_dim 16): the gradient check and the perf workload build that size."""
+    target = tmp_path / "fixed16.py"
+    target.write_text("import posenc\nrope = posenc.RotaryEmbedding(16)\n")
+    ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
+                          f"{target}:rope", "--encoders", "identified_rope", "-k", "gradcheck or workload",
+                          "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0 and ran.stdout.splitlines()[-1].startswith("2 passed"), ran.stdout[-2000:]

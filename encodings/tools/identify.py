@@ -31,10 +31,11 @@ def _load(spec: str):
     return module, getattr(module, name)
 
 
-def record_code(found, args) -> str:
-    """A plug-in file that registers the identified RoPE: save it and pass it to ``--plugin``."""
+def record_code(found, args, apply=None) -> str:
+    """A plug-in file that registers the identified RoPE: save it and pass it to ``--plugin``
+    (``apply``: the cos/sin protocol's function, which the record needs)."""
     path, _, name = args.target.rpartition(":")
-    record = identified_record(found, name, build=None, protocol=args.protocol)
+    record = identified_record(found, name, build=None, protocol=args.protocol, apply=apply)
     overrides = {claim: declared for claim, declared in record.claims.items()
                  if declared != rotary_claims()[claim]}
     declare = {State.REFUTED: refuted.__name__, State.NA: not_applicable.__name__}
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     apply = getattr(module, args.apply) if args.apply else None
     found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base)
     print(found.report())
-    print("\n" + record_code(found, args))
+    print("\n" + record_code(found, args, apply))
     print(f"\nor run every spec against the identified geometry:\n    pytest specs --identify {args.target}"
           + (f" --identify-protocol {args.protocol}" if args.protocol != "single" else "")
           + (f" --identify-apply {args.apply}" if args.apply else ""))
