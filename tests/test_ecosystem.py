@@ -14,9 +14,14 @@ Known, in the pinned versions (``pyproject.toml``, extra ``ecosystem``):
   ROPE-14 with ``interpolate_factor``); a bf16 call of more than 256 positions writes its angle
   cache, which a later fp32 call reads (ROPE-9); a negative offset reads the end of the cache
   buffer (contract); with xPos, the cached-keys path gives other logits than the full path
-  (PATH-2), and the cached scales, centred on an earlier call's length, serve a later call (ROPE-9).
+  (PATH-2), and the cached scales, centred on an earlier call's length, serve a later call (ROPE-9);
+* ``module.to(torch.bfloat16)`` (or float16) rounds the frequencies of transformers' rotary module
+  (``inv_freq`` and ``original_inv_freq`` are float buffers), of rotary-embedding-torch (``freqs``
+  is a float parameter) and of x-transformers (``inv_freq`` a float buffer): after the cast the
+  rotation is wrong, a defect no library documents (PATH-3, every rope type and record of the three;
+  torchtune keeps its cache and holds).
 
-x-transformers and transformers' other rope types raise nothing.
+Nothing else of x-transformers and transformers' other rope types is red.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ KNOWN_DEFECTS = {
     *{("ret_rope", claim) for claim in _HALF_PRECISION_POSITIONS | {"ROPE-9", "contract"}},
     *{("ret_interpolate", claim) for claim in _HALF_PRECISION_POSITIONS | {"ROPE-14", "ROPE-9", "contract"}},
     ("ret_xpos", "PATH-2"), ("ret_xpos", "ROPE-9"),
+    *{(name, "PATH-3") for name in ("ret_rope", "ret_interpolate", "hf_default", "hf_linear", "hf_dynamic", "hf_yarn",
+                                    "hf_llama3", "hf_longrope", "xtf_rope", "xtf_xpos")},
 }
 ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
 

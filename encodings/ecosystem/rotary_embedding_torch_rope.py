@@ -15,7 +15,7 @@ from torch import nn
 
 import posenc
 
-from .support import ORIGIN, available, missing, rounded_when_cast, validates_no_input, version
+from .support import ORIGIN, available, missing, validates_no_input, version
 
 
 class OffsetAdapter(nn.Module):
@@ -39,10 +39,8 @@ def _build(**options):
 
 _INSTALLED = available("rotary-embedding-torch")
 _SOURCE = "rotary-embedding-torch {} (rotary_embedding_torch/rotary_embedding_torch.py)"
-_CAST = "freqs is a float parameter and the angle cache a float buffer: module.to(bfloat16) rounds both"
 _COMMON = {
     "PATH-1": posenc.not_applicable("an offset only: explicit positions go through the offset path"),
-    "PATH-3": rounded_when_cast(_CAST),
     posenc.CONTRACT: validates_no_input("rotate_queries_or_keys validates no input"),
 }
 

@@ -7,7 +7,6 @@ import importlib
 import importlib.metadata
 
 import pytest
-import torch
 
 import posenc
 
@@ -26,11 +25,6 @@ UNCHECKED_INPUT_SPECS = ("test_rejects_non_float_input", "test_rejects_wrong_ran
 
 def validates_no_input(what: str) -> posenc.Declared:
     return posenc.refuted(what, specs=UNCHECKED_INPUT_SPECS)
-
-
-def rounded_when_cast(why: str) -> posenc.Declared:
-    """PATH-3 refuted in bf16 and fp16: ``module.to(dtype)`` rounds the library's frequencies."""
-    return posenc.refuted(why, dtypes=(torch.bfloat16, torch.float16))
 
 
 def version(distribution: str) -> str | None:

@@ -23,7 +23,7 @@ import torch
 import posenc
 from posenc.encoders.scaling import frequencies as schedules
 
-from .support import ORIGIN, available, missing, rounded_when_cast, validates_no_input, version
+from .support import ORIGIN, available, missing, validates_no_input, version
 
 SOURCE = "transformers {} (models/llama/modeling_llama.py, modeling_rope_utils.py)"
 ANGLES = torch.float32
@@ -89,8 +89,6 @@ _LENGTH = "θ follows the call's length on purpose ({})"
 _COMMON = {
     "ROPE-13": _HALF_SPLIT,
     "PATH-1": posenc.not_applicable("cos/sin take explicit position_ids only"),
-    "PATH-3": rounded_when_cast("inv_freq is a float buffer (nn.Buffer), so module.to(bfloat16) rounds θ to bf16 "
-                                "(and to fp16): the library keeps no float32 copy of it"),
     posenc.CONTRACT: validates_no_input(
         "apply_rotary_pos_emb and the rotary module validate no input: integer q is promoted, an extra dimension "
         "broadcasts, a negative position is rotated by −p"),

@@ -15,7 +15,7 @@ from torch import nn
 
 import posenc
 
-from .support import ORIGIN, available, missing, rounded_when_cast, validates_no_input, version
+from .support import ORIGIN, available, missing, validates_no_input, version
 
 
 class PairAdapter(nn.Module):
@@ -61,8 +61,6 @@ def xpos_scale(positions, rotary_dim, side, *, length):
 _SOURCE = "x-transformers {} (x_transformers/x_transformers.py: RotaryEmbedding, apply_rotary_pos_emb)"
 _COMMON = {
     "PATH-1": posenc.not_applicable("positions are passed explicitly"),
-    "PATH-3": rounded_when_cast("inv_freq is a float buffer and positions take its dtype (t.type_as(inv_freq)): "
-                                "module.to(bfloat16) rounds both"),
     posenc.CONTRACT: validates_no_input("RotaryEmbedding and apply_rotary_pos_emb validate no input"),
 }
 
