@@ -3,6 +3,7 @@ the layout, the rotated width, the frequency family with its parameters, and the
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -195,3 +196,39 @@ def test_every_spec_honours_an_identified_records_fixed_head_dim(tmp_path):
                           "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True,
                          timeout=600)
     assert ran.returncode == 0 and ran.stdout.splitlines()[-1].startswith("2 passed"), ran.stdout[-2000:]
+
+
+LLAMA_CAST_TO_BF16 = '''
+import torch
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+config = LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=4096,
+                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+rope = LlamaRotaryEmbedding(config).to(torch.bfloat16)  # what model.to(torch.bfloat16) does to it
+
+
+def apply(q, k, cos, sin):
+    return apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
+'''
+
+
+def test_identify_names_theta_rounded_by_a_cast_and_judges_the_intended_schedule(tmp_path):
+    """transformers' Llama RoPE after .to(bfloat16): identify names the rounding as an anomaly, and
+    ``--identify`` judges the intended θ, so the formula's rotation (ROPE-8) fails instead of holding for the
+    rounded one."""
+    pytest.importorskip("transformers")
+    target = tmp_path / "llama_bf16.py"
+    target.write_text(LLAMA_CAST_TO_BF16)
+    shown = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:rope", "--protocol", "cos_sin",
+                            "--apply", "apply"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    frequencies = next(line for line in shown.stdout.splitlines() if line.startswith("frequencies:"))
+    assert "default (base=10000)" in frequencies and "ANOMALY: θ rounded to bfloat16" in frequencies, frequencies
+    ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
+                          f"{target}:rope", "--identify-protocol", "cos_sin", "--identify-apply", "apply",
+                          "--encoders", "identified_rope", "-k", "test_equals_complex_multiplication",
+                          "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
+    assert matrix["ROPE-8"]["identified_rope"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]  # θ_i of the formula

@@ -39,6 +39,8 @@ FINE, FAR = 64, 4096
 FAMILY_RTOL = 1e-4
 #: A magnitude further than this from 1 (relative) is a scale the record declares.
 SCALE_RTOL = 1e-5
+#: The parameter that names the dtype a family's θ was rounded to (an anomaly, not a parameter of the geometry).
+ROUNDED_TO = "rounded_to"
 YARN_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0, 40.0, 64.0) for L in (512, 1024, 2048, 4096, 8192, 32768)]
 LLAMA3_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0) for L in (2048, 4096, 8192, 16384, 32768)]
 
@@ -59,13 +61,21 @@ class Identification:
     state: str = "not checked"
     limit: str = "not checked"
 
+    @property
+    def rounded_to(self) -> str | None:
+        """The half-precision dtype θ was rounded to (``module.to(bfloat16)`` on a float buffer), if any."""
+        return self.parameters.get(ROUNDED_TO)
+
     def report(self) -> str:
-        shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
+        shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items()
+                          if k != ROUNDED_TO)
         lines = [
             f"layout:          {self.layout} (pairs of the rotated width {self.rotary_dim} of head_dim {self.head_dim})",
             f"partial rotary:  {self.rotary_dim}/{self.head_dim} rotated"
             + ("" if self.rotary_dim == self.head_dim else f" ({self.head_dim - self.rotary_dim} unrotated)"),
-            f"frequencies:     {self.family}" + (f" ({shown})" if shown else ""),
+            f"frequencies:     {self.family}" + (f" ({shown})" if shown else "")
+            + (f"  ANOMALY: θ rounded to {self.rounded_to}, a defect: judged against the unrounded schedule"
+               if self.rounded_to else ""),
             f"  θ_i measured:  {', '.join(f'{t:.6g}' for t in self.theta[:8])}{' …' if len(self.theta) > 8 else ''}",
             f"scale:           {self.magnitude:.6g} at position 0"
             + (", changing with position (xPos-like)" if self.scale_by_position else ", constant in position")
@@ -85,7 +95,7 @@ class Identification:
 
 #: How each named family's parameters become geometry fields: ``{field: (value, source)}``.
 FAMILY_FIELDS = {
-    "default": lambda p: {"base": (p["base"], f"{p['base']:g}")},
+    "default": lambda p: {"base": (p["base"], f"{p['base']:g}")},  # a rounded θ: the schedule it was meant to be
     "linear": lambda p: {"scaling_factor": (p["factor"], f"{p['factor']:g}"), "base": (p["base"], f"{p['base']:g}")},
     **{family: (lambda p, family=family: {
         "frequencies": (partial(getattr(schedules, family), **{k: v for k, v in p.items() if k != "base"}),
@@ -213,10 +223,12 @@ def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None
                 return "llama3", {"factor": s, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                   "original_max_position": original, "base": b}, notes
     for dtype in (torch.bfloat16, torch.float16):
-        rounded = (nominal_base or 10000.0) ** (-2 * i / rotary_dim)
-        if close(rounded.to(dtype).to(torch.float64)):
-            return "custom", {}, [f"θ is base^(−2i/d) rounded to {str(dtype).removeprefix('torch.')}: the "
-                                  "frequencies are stored or formed in half precision"]
+        intended = nominal_base or 10000.0
+        if close((intended ** (-2 * i / rotary_dim)).to(dtype).to(torch.float64)):
+            # The intended schedule is the geometry; the rounding is the defect the specs then find.
+            return "default", {"base": intended, ROUNDED_TO: str(dtype).removeprefix("torch.")}, [
+                f"θ is base^(−2i/d) rounded to {str(dtype).removeprefix('torch.')}: the frequencies are stored or "
+                "formed in half precision"]
     return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"]
 
 
