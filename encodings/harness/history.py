@@ -138,14 +138,17 @@ def find_run(storage: Path, reference: str) -> Path:
 
 # ---------------------------------------------------------------- comparison and gates
 
-#: The units an absolute gate amount takes, per kind of metric, as factors to the saved values
-#: (seconds and bytes); counts and ratios take a plain number.
+#: The units an absolute gate amount takes, keyed by the unit METRICS shows the metric in, as factors
+#: to the saved values (seconds and bytes); counts and ratios take a plain number.
 UNITS = {
-    "time": {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9},
-    "bytes": {"B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30},
-    "count": {"": 1.0},
+    "ms": {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9},
+    "MiB": {"B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30},
+    "": {"": 1.0},
 }
-_KIND = {"time": "time", "best": "time", "peak": "bytes", "static": "bytes", "xcopy": "count", "kernels": "count"}
+
+
+def _units(metric: str) -> dict[str, float]:
+    return UNITS[METRICS[metric][3]]
 GATE_HELP = ("METRIC:AMOUNT[,METRIC:AMOUNT…]; METRIC one of " + ", ".join(METRICS) + "; AMOUNT a percentage "
              "(peak:5%), or an amount in its unit: time and best in s, ms, us or ns (best:2ms), peak and static "
              "in B, KiB, MiB or GiB (peak:40MiB), kernels and xcopy as a plain number (kernels:0)")
@@ -161,7 +164,7 @@ class Gate:
     def __str__(self) -> str:
         if self.relative:
             return f"{self.metric}:{self.amount * 100:g}%"
-        return f"{self.metric}:{self.amount / UNITS[_KIND[self.metric]][self.unit]:g}{self.unit}"
+        return f"{self.metric}:{self.amount / _units(self.metric)[self.unit]:g}{self.unit}"
 
 
 def parse_gate(text: str) -> list[Gate]:
@@ -175,7 +178,7 @@ def parse_gate(text: str) -> list[Gate]:
         if unit == "%":
             gates.append(Gate(metric, float(amount) / 100, True))
             continue
-        units = UNITS[_KIND[metric]]
+        units = _units(metric)
         if unit not in units:
             wanted = ", ".join(u for u in units if u) or "no unit"
             raise ValueError(f"gate {part!r}: {metric} takes a percentage or an amount in {wanted}"

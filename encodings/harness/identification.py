@@ -39,8 +39,6 @@ FINE, FAR = 64, 4096
 FAMILY_RTOL = 1e-4
 #: A magnitude further than this from 1 (relative) is a scale the record declares.
 SCALE_RTOL = 1e-5
-#: The parameter that names the dtype a family's θ was rounded to (an anomaly, not a parameter of the geometry).
-ROUNDED_TO = "rounded_to"
 YARN_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0, 40.0, 64.0) for L in (512, 1024, 2048, 4096, 8192, 32768)]
 LLAMA3_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0) for L in (2048, 4096, 8192, 16384, 32768)]
 
@@ -60,15 +58,10 @@ class Identification:
     precision: dict[str, str] = field(default_factory=dict)  # input dtype -> what its phase error says
     state: str = "not checked"
     limit: str = "not checked"
-
-    @property
-    def rounded_to(self) -> str | None:
-        """The half-precision dtype θ was rounded to (``module.to(bfloat16)`` on a float buffer), if any."""
-        return self.parameters.get(ROUNDED_TO)
+    rounded_to: str | None = None  # the half-precision dtype θ was rounded to (a cast float buffer): a defect
 
     def report(self) -> str:
-        shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items()
-                          if k != ROUNDED_TO)
+        shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
         lines = [
             f"layout:          {self.layout} (pairs of the rotated width {self.rotary_dim} of head_dim {self.head_dim})",
             f"partial rotary:  {self.rotary_dim}/{self.head_dim} rotated"
@@ -184,11 +177,12 @@ def _layout(partners: dict[int, int], m0: torch.Tensor, rotated: int) -> str:
     return "other"
 
 
-def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None) -> tuple[str, dict, list[str]]:
+def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None) -> tuple[str, dict, list[str], str | None]:
+    """(family, parameters, notes, the half-precision dtype θ was rounded to or None)."""
     pairs = len(theta)
     notes = []
     if pairs < 2:
-        return "custom", {}, ["one pair: θ_0 alone cannot tell a family"]
+        return "custom", {}, ["one pair: θ_0 alone cannot tell a family"], None
     i = torch.arange(pairs, dtype=torch.float64)
 
     def close(expected):
@@ -208,28 +202,28 @@ def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None
             if nominal_base and abs(base / nominal_base - 1) > FAMILY_RTOL and rotary_dim > 2:
                 s = (fitted / nominal_base) ** ((rotary_dim - 2) / rotary_dim)
                 notes.append(f"against the nominal base {nominal_base:g}: NTK-aware with factor {s:.6g}")
-            return "default", {"base": base}, notes
-        return "linear", {"factor": factor, "base": base}, notes
+            return "default", {"base": base}, notes, None
+        return "linear", {"factor": factor, "base": base}, notes, None
     kept = float(theta[1]) ** (-rotary_dim / 2.0)  # YaRN and Llama 3 keep the fastest pairs
     kept = roundest(kept, lambda b: abs(b ** (-2 / rotary_dim) / float(theta[1]) - 1) < FAMILY_RTOL)
     bases = [b for b in (nominal_base, kept) if b]
     for b in bases:
         for s, original in YARN_GRID:
             if close(schedules.yarn(rotary_dim, b, factor=s, original_max_position=original)):
-                return "yarn", {"factor": s, "original_max_position": original, "base": b}, notes
+                return "yarn", {"factor": s, "original_max_position": original, "base": b}, notes, None
         for s, original in LLAMA3_GRID:
             if close(schedules.llama3(rotary_dim, b, factor=s, low_freq_factor=1.0, high_freq_factor=4.0,
                                       original_max_position=original)):
                 return "llama3", {"factor": s, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                  "original_max_position": original, "base": b}, notes
+                                  "original_max_position": original, "base": b}, notes, None
     for dtype in (torch.bfloat16, torch.float16):
         intended = nominal_base or 10000.0
         if close((intended ** (-2 * i / rotary_dim)).to(dtype).to(torch.float64)):
             # The intended schedule is the geometry; the rounding is the defect the specs then find.
-            return "default", {"base": intended, ROUNDED_TO: str(dtype).removeprefix("torch.")}, [
+            return "default", {"base": intended}, [
                 f"θ is base^(−2i/d) rounded to {str(dtype).removeprefix('torch.')}: the frequencies are stored or "
-                "formed in half precision"]
-    return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"]
+                "formed in half precision"], str(dtype).removeprefix("torch.")
+    return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"], None
 
 
 def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16,
@@ -271,7 +265,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
         length_dependent = True
         notes.append(f"θ at position {FAR} differs from θ near 0: it depends on the position or the call's length "
                      "(dynamic NTK, LongRoPE), declare a length-dependent schedule")
-    family, parameters, fit_notes = _fit_family(theta, rotated, base)
+    family, parameters, fit_notes, rounded_to = _fit_family(theta, rotated, base)
     norms = {p: m[p][:, :rotated].norm(dim=0) for p in m}
     magnitude = float(norms[0].mean())
     by_position = not torch.allclose(norms[FINE], norms[0], rtol=1e-4)
@@ -282,7 +276,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     if dtype != torch.float64:
         notes.append("probed in float32: the target refuses float64 input")
     found = Identification(head_dim, layout, rotated, theta.tolist(), family, parameters, magnitude, by_position,
-                           differ, notes + fit_notes)
+                           differ, notes + fit_notes, rounded_to=rounded_to)
     if not length_dependent:
         found.precision = _angle_precision(q_call, head_dim, partners, firsts, theta)
         if protocol == "single":

@@ -47,8 +47,8 @@ def register_identified(settings: Settings) -> dict[str, str]:
     target_spec, protocol, apply_name = settings.identify
     path, _, name = target_spec.rpartition(":")
     identified_name = f"identified_{name}"
-    if identified_name in _IDENTIFIED:
-        return {identified_name: _IDENTIFIED[identified_name]}
+    if identified_name in {r.name for r in registry.records()}:
+        return {}  # registered by an earlier configure of this process (an in-process run)
     module_spec = importlib.util.spec_from_file_location(f"identified_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(module_spec)
     try:
@@ -62,12 +62,7 @@ def register_identified(settings: Settings) -> dict[str, str]:
     registry.register(replace(identification.identified_record(
         found, identified_name, identification.build_identified(target, protocol), protocol=protocol,
         apply=apply, source=f"identified from its outputs: {target_spec}"), origin="identified"))
-    _IDENTIFIED[identified_name] = found.report()
-    return {identified_name: _IDENTIFIED[identified_name]}
-
-
-#: Reports of the targets this process identified and registered (a second configure reuses them).
-_IDENTIFIED: dict[str, str] = {}
+    return {identified_name: found.report()}
 
 
 def select(settings: Settings) -> Selection:

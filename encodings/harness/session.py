@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import torch
 
 from . import machine, options, reports
@@ -73,7 +74,7 @@ def interrupt_on_sigterm() -> None:
 def run_status(interrupted: bool, exitstatus: int) -> str:
     if interrupted:
         return "interrupted"
-    if exitstatus in (0, 1, 5):  # ok, tests failed, no tests collected
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         return "complete"
     return "failed"
 
