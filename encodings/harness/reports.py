@@ -2,11 +2,11 @@
 
 Layout of the report directory (``--matrix-dir``, default ``reports/``):
 
-* ``runs/<run id>/verdicts.json`` and ``verdicts.md`` - the report of every run that judged at
-  least one cell, whatever its status (complete, interrupted, failed); the newest
-  :data:`KEEP_RUNS` runs are kept;
+* ``runs/<run id>/verdicts.json``, ``verdicts.md`` and ``verdicts.html`` (the self-contained page of
+  :mod:`.html_report`) - the report of every run that judged at least one cell, whatever its status
+  (complete, interrupted, failed); the newest :data:`KEEP_RUNS` runs are kept;
 * ``LATEST`` - the run id of the newest report written;
-* ``verdicts.json`` and ``verdicts.md`` - the newest **complete** run. An interrupted or failed
+* ``verdicts.json``, ``verdicts.md`` and ``verdicts.html`` - the newest **complete** run. An interrupted or failed
   run never replaces them, nor does a run that started before the one they hold, nor a partial
   selection (``-k``, a narrower ``-m``, ``--encoders``, test files or node ids) when they hold a
   full run.
@@ -24,6 +24,8 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .html_report import render_html
 
 KEEP_RUNS = 20
 STATUSES = ("complete", "interrupted", "failed")
@@ -86,6 +88,7 @@ class Written:
     run_markdown: Path
     published: bool
     note: str  # why the top-level report was or was not replaced
+    run_html: Path | None = None
 
 
 def _header_of(path: Path) -> dict:
@@ -100,24 +103,28 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str) -> Written
     status = payload["header"]["status"]
     run_dir = directory / "runs" / run_id
     text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    page = render_html(json.loads(text))  # the page shows exactly what the JSON says
     atomic_write(run_dir / "verdicts.json", text)
     atomic_write(run_dir / "verdicts.md", markdown)
+    atomic_write(run_dir / "verdicts.html", page)
     atomic_write(directory / "LATEST", run_id + "\n")
     _prune(directory / "runs")
     top = directory / "verdicts.json"
+
+    def written(published: bool, note: str) -> Written:
+        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", published, note, run_dir / "verdicts.html")
+
     if status != "complete":
-        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
-                       f"run {status}: {top} keeps the last complete run")
+        return written(False, f"run {status}: {top} keeps the last complete run")
     published = _header_of(top)
     if published.get("started", "") > payload["header"]["started"]:
-        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
-                       f"{top} holds a run that started later; left as it is")
+        return written(False, f"{top} holds a run that started later; left as it is")
     if published.get("selection") == "full" and payload["header"]["selection"] != "full":
-        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", False,
-                       f"this run was a {payload['header']['selection']}; {top} keeps the last full run")
+        return written(False, f"this run was a {payload['header']['selection']}; {top} keeps the last full run")
     atomic_write(directory / "verdicts.md", markdown)
+    atomic_write(directory / "verdicts.html", page)
     atomic_write(top, text)
-    return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", True, f"published as {top}")
+    return written(True, f"published as {top}")
 
 
 def _prune(runs: Path) -> None:
