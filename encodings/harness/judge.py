@@ -22,6 +22,7 @@ from .matrix import Outcome
 from .parametrization import SpecCase
 from .running import RunningSpec, drawn_from_traceback, first_line, python_reproducer, reproducer, shorten
 from .states import State
+from .width import terminal_width, wrap, wrap_all
 
 #: Fixtures a standalone reproducer can pass as values.
 VALUE_FIXTURES = ("record", "dtype", "device")
@@ -82,10 +83,11 @@ def reproducers(spec: RunningSpec, function, funcargs: dict, excinfo) -> tuple[s
 def short_failure(state: State, excinfo, command: str) -> str:
     """What pytest prints for a judged failure: the violation and its reproducer, or the crash's
     message, where it was raised and its reproducer; ``--tb=long`` shows the whole traceback."""
+    fit = terminal_width()
     if state == State.UNEXPECTEDLY_FAILING:
-        return str(excinfo.value)
+        return "\n".join(wrap(str(excinfo.value), fit))
     entry = excinfo.traceback[-1]
     lines = str(excinfo.value).strip().splitlines() or [""]
     shown = [f"CRASH {excinfo.typename}: {shorten(lines[0], 300)}", *(f"  {shorten(line, 300)}" for line in lines[1:4])]
-    return "\n".join([*shown, f"  raised at {entry.path}:{entry.lineno + 1}", f"  reproducer: {command}",
-                      "  (--tb=long shows the traceback)"])
+    return "\n".join(wrap_all([*shown, f"  raised at {entry.path}:{entry.lineno + 1}", f"  reproducer: {command}",
+                               "  (--tb=long shows the traceback)"], fit))

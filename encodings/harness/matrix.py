@@ -32,26 +32,30 @@ class Outcome:
         return {**asdict(self), "state": self.state.value}
 
 
-def surprise_lines(outcomes: list[Outcome]) -> list[str]:
-    """One line per cell with a surprise (FAIL, CRASH, both, XPASS, TIME, BLOCK): its first message
-    of each kind, how many specs, and a reproducer."""
+def surprises(outcomes: list[Outcome]) -> list[tuple[str, str]]:
+    """One (line, rerun command) per cell with a surprise (FAIL, CRASH, both, XPASS, TIME, BLOCK):
+    its first message of each kind, how many specs, and a reproducer (empty if none)."""
     cells: dict[tuple[str, str], list[Outcome]] = {}
     for o in outcomes:
         if o.state in SURPRISES:
             cells.setdefault((o.claim, o.encoder), []).append(o)
-    lines = []
-    for (claim, encoder), found in cells.items():
-        states = [o.state for o in found]
-        shown = aggregate(states)
+    found = []
+    for (claim, encoder), seen in cells.items():
+        shown = aggregate([o.state for o in seen])
         firsts = {}
-        for o in found:
+        for o in seen:
             firsts.setdefault(o.state, o)
         messages = " | ".join(f"{SYMBOLS[s]}: {o.message}" for s, o in firsts.items())
-        specs = len({o.spec for o in found})
-        again = next((o.reproducer for o in found if o.reproducer), "")
-        lines.append(f"{SYMBOLS[shown]:<5} {claim} on {encoder} ({specs} spec{'s' if specs > 1 else ''}): {messages}"
-                     + (f"  ⟶ {again}" if again else ""))
-    return lines
+        specs = len({o.spec for o in seen})
+        again = next((o.reproducer for o in seen if o.reproducer), "")
+        found.append((f"{SYMBOLS[shown]:<5} {claim} on {encoder} ({specs} spec{'s' if specs > 1 else ''}): {messages}",
+                      again))
+    return found
+
+
+def surprise_lines(outcomes: list[Outcome]) -> list[str]:
+    """:func:`surprises` as one line each, the reproducer after an arrow."""
+    return [line + (f"  ⟶ {again}" if again else "") for line, again in surprises(outcomes)]
 
 
 class Matrix:

@@ -26,6 +26,7 @@ VARIABLES = {
     "POSENC_PERF_DEVICES": "--perf-devices",
     "POSENC_PERF_THREADS": "--perf-threads",
     "POSENC_MATRIX_DIR": "--matrix-dir",
+    "POSENC_MATRIX": "--matrix",
     "POSENC_HYPOTHESIS_PROFILE": "--hypothesis-profile",
     "POSENC_FUSED_STRICT": "compile failures of rope_compiled raise (1, true, yes, on) or fall back (0, false, no, off)",
     "POSENC_EXPERIMENT": "quick: -m slow runs the length experiment at its CI size (one seed, L = 16, a few steps)",
@@ -54,6 +55,9 @@ def addoptions(parser) -> None:
     group.addoption("--profile-run-id", default="", help="run directory name (default: a timestamp)")
     group.addoption("--matrix-dir", default=None,
                     help="directory for verdicts.json and verdicts.md (default: reports)")
+    group.addoption("--matrix", default=None, dest="matrix_mode", choices=("grid", "summary", "none"),
+                    help="what the run prints at its end: grid (counts, surprises and the matrix; the default), "
+                         "summary (counts and surprises) or none (where the reports are)")
     group.addoption("--perf-compare", default=None, metavar="RUN",
                     help="compare this run's benchmarks with a saved run (number, file, or 'latest') and "
                          "fail on regressions beyond --perf-fail")
@@ -76,6 +80,7 @@ class Settings:
     perf_compare: Path | None = None  # the saved run to compare with
     perf_gates: tuple = ()
     identify: tuple[str, str, str | None] | None = None  # (FILE.py:NAME, protocol, apply name)
+    matrix_mode: str = "grid"  # --matrix
 
 
 def _value(config, option: str, variable: str | None, default: str) -> tuple[str, str]:
@@ -217,6 +222,13 @@ def _identify(config):
     return target, protocol, apply
 
 
+def _matrix_mode(config) -> str:
+    mode, source = _value(config, "matrix_mode", "POSENC_MATRIX", "grid")
+    if mode not in ("grid", "summary", "none"):
+        _fail(f"{source}: {mode!r}; allowed: grid, summary, none")
+    return mode
+
+
 def read(config) -> Settings:
     """Every option and variable, validated; raises ``pytest.UsageError`` on the first bad one."""
     _no_unknown_variables()
@@ -234,5 +246,6 @@ def read(config) -> Settings:
         matrix_dir=_matrix_dir(config),
         hypothesis_profile=hypothesis_profile(config),
         identify=_identify(config),
+        matrix_mode=_matrix_mode(config),
         **dict(zip(("perf_compare", "perf_gates"), _perf_comparison(config))),
     )

@@ -17,14 +17,13 @@ benchmark's timeline to its Images tab: all of it readable with no network.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import torch
 
 from . import plots
+from .width import terminal_width, wrap
 
-WIDTH = 160
 
 
 def _mib(n) -> str:
@@ -99,8 +98,13 @@ def report(terminalreporter, perf) -> None:
     """The benchmark tables, claim notes, scaling table and regressions, and their TensorBoard copy."""
     if not (perf.benchmarks or perf.notes or perf.scaling or perf.regressions):
         return
-    write = terminalreporter.write_line
-    terminalreporter.section("posenc performance (per group: one row per encoder)")
+    fit = terminal_width()
+
+    def write(line, **markup):
+        for piece in wrap(line, fit):
+            terminalreporter.write_line(piece, **markup)
+
+    terminalreporter.section("posenc performance (per group: one row per encoder)", fullwidth=fit)
     if perf.benchmarks:
         device_names = sorted({b["device_name"] for b in perf.benchmarks})
         write("measured on: " + "; ".join(device_names) + f"; torch {torch.__version__}")
@@ -108,13 +112,11 @@ def report(terminalreporter, perf) -> None:
         for line in summary_lines(perf.benchmarks):
             write(line)
     for note in perf.notes:
-        for line in textwrap.wrap(note, WIDTH, subsequent_indent="    "):
-            write(line)
+        write(note)
     for line in scaling_lines(perf.scaling):
         write(line)
     for regression in perf.regressions:
-        for line in textwrap.wrap(regression, WIDTH, subsequent_indent="    "):
-            write(line, red=True)
+        write(regression, red=True)
     if perf.run_dir is not None:
         perf.run_dir.mkdir(parents=True, exist_ok=True)
         written = write_tensorboard(perf)

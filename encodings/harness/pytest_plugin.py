@@ -28,6 +28,7 @@ from .parametrization import case_of, claim_of, spec_params
 from .running import RunningSpec, running
 from .selection import SelectionError, select
 from .states import State
+from .width import terminal_width, wrap_all
 
 _STATE = pytest.StashKey[run.HarnessState]()
 _CASE = pytest.StashKey[object]()  # the item's SpecCase, or None
@@ -74,8 +75,13 @@ def pytest_configure(config):
         run.interrupt_on_sigterm()
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_report_header(config):
-    return run.header_lines(config.stash[_STATE])
+    """posenc's header, and every plug-in's header line, wrapped to the terminal's width."""
+    others = yield
+    lines = [run.header_lines(config.stash[_STATE]), *others]
+    fit = terminal_width()
+    return [wrap_all([line] if isinstance(line, str) else line, fit) for line in lines]
 
 
 @pytest.hookimpl(trylast=True)
@@ -227,6 +233,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)
     payload = {"header": run.header(config, state, exitstatus), "matrix": cells, "roles": cell_roles,
+               "kinds": {r.name: r.kind for r in state.records},
                "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
     state.written = reports.write(settings.matrix_dir, state.run_id, payload, render_markdown(cells, cell_roles))
     state.cells = cells
@@ -239,5 +246,5 @@ def pytest_terminal_summary(terminalreporter, config):
     if state is None or _is_worker(config):
         return
     if state.written is not None:
-        terminal.verdict_summary(terminalreporter, state, state.cells)
+        terminal.verdict_summary(terminalreporter, state, state.cells, state.settings.matrix_mode)
     perf_report.report(terminalreporter, state.perf)
