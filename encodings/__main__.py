@@ -6,10 +6,11 @@ import sys
 #: command -> (module, what it does in one line)
 COMMANDS = {
     "compare": ("posenc.tools.compare", "saved benchmark runs side by side; --fail GATE exits 1 on a regression"),
-    "readme": ("posenc.tools.readme", "print the generated README sections; --write puts them in README.md"),
+    "docs": ("posenc.tools.docs", "check the generated sections of README and docs/; --write rewrites them"),
     "precision": ("posenc.tools.precision", "RoPE's phase error against float64 by angle dtype and position"),
     "identify": ("posenc.tools.identify", "a RoPE's layout, frequencies and scale, read off its outputs"),
     "extrapolation": ("posenc.tools.extrapolation", "small models trained at length L, scored at L … 8L"),
+    "suite-benchmark": ("posenc.tools.suite_benchmark", "wall time of the default pytest specs, by spec family and encoder"),
 }
 USAGE = "usage: python -m posenc COMMAND [options]   (python -m posenc COMMAND --help for its options)"
 

@@ -37,22 +37,13 @@ import pytest
 import torch
 
 from posenc.ecosystem import support
+from posenc.ecosystem.findings import ENCODERS, FINDINGS, HALF_PRECISION_POSITIONS
 from posenc.harness.states import State
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
 ROOT = Path(__file__).resolve().parents[1]
 SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
-#: (encoder, claim) cells that must read FAIL: the upstream defects above, and nothing else.
-_HALF_PRECISION_POSITIONS = {"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-11"}
-KNOWN_DEFECTS = {
-    ("hf_dynamic", "ROPE-9"), ("torchtune_rope", "contract"),
-    *{("ret_rope", claim) for claim in _HALF_PRECISION_POSITIONS | {"ROPE-9", "contract"}},
-    *{("ret_interpolate", claim) for claim in _HALF_PRECISION_POSITIONS | {"ROPE-14", "ROPE-9", "contract"}},
-    ("ret_xpos", "PATH-2"), ("ret_xpos", "ROPE-9"),
-    *{(name, "PATH-3") for name in ("ret_rope", "ret_interpolate", "hf_default", "hf_linear", "hf_dynamic", "hf_yarn",
-                                    "hf_llama3", "hf_longrope", "xtf_rope", "xtf_xpos")},
-}
-ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
+KNOWN_DEFECTS = FINDINGS  # (encoder, claim) cells that must read FAIL: the upstream defects above, and nothing else
 
 
 def test_a_missing_library_is_a_skip_with_the_install_hint():
@@ -86,6 +77,16 @@ def test_known_defects_fail_and_nothing_else_is_red(ecosystem_run):
     print(f"ecosystem run: {len(verdicts['header']['encoders'])} encoders in {wall:.0f} s (-n 2)")
 
 
+def test_the_findings_page_shows_this_run(ecosystem_run):
+    """docs/findings/ecosystem.md's table is rendered from a kept run: it must be the run seen here."""
+    from posenc.ecosystem.findings import MEASURED, kept_matrix
+
+    verdicts, _, _ = ecosystem_run
+    kept = json.loads((ROOT / MEASURED).read_text())
+    assert kept_matrix(verdicts) == kept, \
+        "the ecosystem matrix changed: python -m posenc docs --ecosystem-json VERDICTS.json --write"
+
+
 def test_each_known_defect_carries_a_reproducer(ecosystem_run):
     verdicts, _, _ = ecosystem_run
     for encoder, claim in KNOWN_DEFECTS:
@@ -103,7 +104,7 @@ def test_the_header_names_the_library_versions(ecosystem_run):
 def test_positions_in_the_input_dtype_fail_in_half_precision_only(ecosystem_run):
     verdicts, _, _ = ecosystem_run
     for o in verdicts["outcomes"]:
-        if o["encoder"] in ("ret_rope", "ret_interpolate") and o["claim"] in _HALF_PRECISION_POSITIONS | {"ROPE-14"} \
+        if o["encoder"] in ("ret_rope", "ret_interpolate") and o["claim"] in HALF_PRECISION_POSITIONS | {"ROPE-14"} \
                 and o["state"] == State.UNEXPECTEDLY_FAILING:
             assert o["test_id"].endswith(("-bfloat16]", "-float16]")), o["test_id"]
 

@@ -1,4 +1,4 @@
-"""The house keeps the shape README's "Layout" section describes, measured from its own imports.
+"""The house keeps the shape docs/reference/layout.md describes, measured from its own imports.
 
 * **No circles:** no module reaches itself through imports (deferred imports count too).
 * **No arrow runs back up:** rooms are ordered ``posenc.encoders`` < ``posenc.harness`` <

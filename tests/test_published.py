@@ -1,7 +1,7 @@
 """The documents' own code under test, and verdicts that are about the designs the claims name.
 
 * every code snippet of 000 and 004 has a ``published_*`` record;
-* every fix in the transcriptions is needed: the published line raises the error README lists;
+* every fix in the transcriptions is needed: the published line raises the error the findings page lists;
 * no cell of the verdict table is a verdict on a claim the documents do not make about that
   design: every other applicable cell is a cross-check, rendered apart (from the claims' subjects).
 """

@@ -1,4 +1,4 @@
-"""The tools room runs: README generators and the phase-precision table README quotes."""
+"""The tools room runs: the docs generators and the phase-precision table the docs quote."""
 
 import math
 import subprocess
@@ -25,9 +25,9 @@ def test_precision_table_ranks_angle_dtypes_as_readme_says():
 
 
 def test_tools_run_as_documented_commands():
-    readme = subprocess.run([sys.executable, "-m", "posenc.tools.readme"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout
-    assert "<!-- matrix:start -->" in readme and "<!-- specs-by-claim:start -->" in readme
+    matrix = subprocess.run([sys.executable, "-m", "posenc.tools.docs", "--print", "matrix"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    assert matrix.startswith("| claim | `learnable`") and "#### Cross-checks" in matrix
     table = subprocess.run([sys.executable, "-m", "posenc.tools.precision"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout
     assert table.splitlines()[0].startswith("| implementation | p = 10^2") and len(table.splitlines()) == 7
@@ -51,7 +51,7 @@ def test_the_front_door_lists_every_subcommand_with_one_line_each():
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "unknown command 'frobnicate'" in unknown.stderr
 
 
-@pytest.mark.parametrize("command", ["compare", "readme", "precision", "identify", "extrapolation"])
+@pytest.mark.parametrize("command", ["compare", "docs", "precision", "identify", "extrapolation", "suite-benchmark"])
 def test_every_subcommand_has_help_and_rejects_unknown_flags(command):
     helped = _posenc(command, "--help")
     assert helped.returncode == 0 and helped.stdout.startswith(f"usage: python -m posenc {command}"), helped.stderr

@@ -40,8 +40,8 @@ class Declared:
     """A declared verdict. ``specs`` narrows a refutation to the named spec functions."""
 
     status: State  # holds, refuted or n/a (states.DECLARABLE)
-    reason: str = ""
-    specs: tuple[str, ...] = ()
+    reason: str = ""  # why: printed in the reports
+    specs: tuple[str, ...] = ()  # a refutation aimed at these spec functions only
     dtypes: tuple[torch.dtype, ...] = ()  # a refutation only in these input dtypes
     garbage: bool = False  # a contract refutation that also covers silent garbage (published code as it is)
 
@@ -86,9 +86,9 @@ class Tolerance:
     bound grows with the largest angle, as it must for a correct implementation.
     """
 
-    rtol: float
-    atol: float
-    angle_rtol: float = 0.0
+    rtol: float  # relative to the output's magnitude
+    atol: float  # absolute
+    angle_rtol: float = 0.0  # relative error of an angle as formed, times the largest angle
 
     def bound(self, magnitude: float = 1.0, max_angle: float = 0.0) -> float:
         return self.atol + magnitude * (self.rtol + self.angle_rtol * max_angle)
@@ -156,7 +156,7 @@ class RotaryGeometry:
       tolerances for every input dtype derive from it.
     """
 
-    base: float = 10000.0
+    base: float = 10000.0  # θ_i = base^(-2i/r) before any scaling
     layout: str = "interleaved"  # interleaved | half_split | concatenated
     rotary_fraction: float = 1.0  # partial rotary: the first fraction of each head is rotated
     scaling_factor: float = 1.0  # linear position interpolation: angles at p / s
@@ -165,7 +165,7 @@ class RotaryGeometry:
     position_scale: Callable[..., torch.Tensor] | None = None  # xPos: (p, r, side[, length=]) -> factors
     scale_length_dependent: bool = False  # position_scale takes the call's length (xPos centred on the call)
     length_dependent: bool = False  # frequencies take the call's length (dynamic NTK)
-    angle_dtype: torch.dtype | None = None
+    angle_dtype: torch.dtype | None = None  # the dtype angles are formed in; None: the input's, float64 at most
 
     def __post_init__(self):
         if self.layout not in ("interleaved", "half_split", "concatenated"):
@@ -202,12 +202,14 @@ class RotaryGeometry:
 
 @dataclass(frozen=True)
 class BuildConfig:
-    d_model: int = 64
-    n_heads: int = 4
-    max_len: int = 128
-    base: float = 10000.0
-    device: str = "cpu"
-    dtype: torch.dtype = torch.float32
+    """What ``build`` receives: the sizes a spec draws, and where and in what dtype to build."""
+
+    d_model: int = 64  # model width; head_dim = d_model // n_heads
+    n_heads: int = 4  # heads
+    max_len: int = 128  # a learned table's rows (table_limited records keep positions below it)
+    base: float = 10000.0  # the frequency base
+    device: str = "cpu"  # cpu or cuda
+    dtype: torch.dtype = torch.float32  # the module's dtype
 
     @property
     def head_dim(self) -> int:
@@ -222,19 +224,19 @@ SPEC_CONFIG = BuildConfig(d_model=64, n_heads=4, max_len=128)
 class Calling:
     """How the harness calls an encoder (see :class:`EncoderRecord` for each convention)."""
 
-    protocol: Protocol = "single"
+    protocol: Protocol = "single"  # single, pair or cos_sin (EncoderRecord)
     apply: Callable | None = None  # cos_sin protocol: apply(q, k, cos, sin) -> (q', k')
     positions: Literal["any", "offset", "none"] = "any"  # "offset": a start offset only; "none": x alone
-    input_layout: Layout = "bshd"
+    input_layout: Layout = "bshd"  # bshd: (batch, seq, heads, head_dim); bsd: (batch, seq, d_model)
 
 
 @dataclass(frozen=True)
 class Limits:
     """The configurations an encoder supports: a spec that needs another reads ``n/a`` (excluded)."""
 
-    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-    min_head_dim: int = 2
-    head_dim_multiple: int = 2
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # input dtypes
+    min_head_dim: int = 2  # the smallest head size it computes
+    head_dim_multiple: int = 2  # head sizes it computes are multiples of this
     max_head_dim: int | None = None  # a module of one fixed size
     max_position: int | None = None  # a fixed table (a published cache) covers positions below this
     table_limited: bool = False  # positions must stay below config.max_len (a learned table)
@@ -291,17 +293,17 @@ class EncoderRecord:
     (``protocol="pair"``, ``record.max_position``), as plug-in files written before the groups do.
     """
 
-    name: str
-    build: Callable[[BuildConfig], nn.Module]
-    kind: Kind
-    source: str
-    claims: Mapping[str, Declared]
-    description: str = ""
-    origin: str = "built-in"
-    calling: Calling = Calling()
-    geometry: RotaryGeometry | None = None
-    tolerances: Mapping[torch.dtype, Tolerance] | None = None
-    limits: Limits = Limits()
+    name: str  # the encoder's name in the matrix and in --encoders
+    build: Callable[[BuildConfig], nn.Module]  # a module on config.device in config.dtype
+    kind: Kind  # additive, rotary, attention or bias: how it is called (above)
+    source: str  # where the code comes from (a file, a library and version, a section)
+    claims: Mapping[str, Declared]  # a verdict for every claim (rotary_claims() fills a standard RoPE)
+    description: str = ""  # one line for the reports
+    origin: str = "built-in"  # built-in, published, plug-in or ecosystem
+    calling: Calling = Calling()  # how the harness calls it (Calling)
+    geometry: RotaryGeometry | None = None  # the float64 rotation it must reproduce (rotary kinds)
+    tolerances: Mapping[torch.dtype, Tolerance] | None = None  # per input dtype; None: derived from the geometry
+    limits: Limits = Limits()  # the configurations it supports (Limits)
     designs: tuple[str, ...] | None = None  # the documents' designs it implements (claims.DESIGNS)
     corrects: str = ""  # the published encoder this one corrects
 

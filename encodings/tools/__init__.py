@@ -1,5 +1,6 @@
-"""Tools run from the repository root: README generators and the phase-precision table.
+"""Tools run from the repository root: the docs' generated sections and the phase-precision table.
 
-* ``python -m posenc.tools.readme [--write]`` - the declared verdict matrix and the specs per claim;
+* ``python -m posenc docs [--write]`` - every count, table and figure of README and docs/;
+* ``python -m posenc.tools.screenshot`` - a PNG of an HTML report, in headless Chromium;
 * ``python -m posenc.tools.precision`` - RoPE's phase error at far positions by angle dtype.
 """

@@ -1,13 +1,17 @@
-"""Generated README sections: the declared verdict matrix and the specs deciding each claim.
+"""The generated sections of README.md and docs/: every count, table and measured figure there.
 
-``python -m posenc.tools.readme`` prints both; ``--write`` updates ``README.md`` in the current
-directory (run it from the repository root). ``tests/test_readme.py`` keeps README in sync. The
+A section lies between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` in any Markdown file
+of :data:`FILES`; :data:`SECTIONS` renders each from the code, the registry or a committed
+measurement file. ``python -m posenc docs`` names the stale sections (exit 1 if any),
+``--write`` rewrites them (run it from the repository root); ``tests/test_docs.py`` fails when
+a section drifts, and when prose outside the sections types a count or a timing by hand. The
 declared matrix equals the observed one on a passing run: strict expected failures enforce
 every declared refutation, and every "holds" is a passing spec.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -18,7 +22,8 @@ from posenc.harness.matrix import declared_matrix, render_markdown, roles
 from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
 from posenc.tools import cli
-from posenc.tools.perf_figures import perf_table_markdown, write_measurements
+from posenc.tools.perf_figures import documents_table_markdown, perf_table_markdown, write_measurements
+from posenc.tools import precision, reference, suite_benchmark
 
 
 def matrix_markdown() -> str:
@@ -93,9 +98,77 @@ def fixes_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"matrix": matrix_markdown, "fixes": fixes_markdown, "findings": findings_markdown,
-            "specs-by-claim": specs_by_claim_markdown, "perf-table": perf_table_markdown}
+IDENTIFY_EXAMPLE = ("docs/examples/hf_llama3_rope.py:rope", "--protocol", "cos_sin", "--apply", "apply",
+                    "--head-dim", "128")
+
+
+class SectionUnavailable(RuntimeError):
+    """A section that needs what this environment lacks (the ecosystem extra): kept as it is."""
+
+
+def identify_example_markdown() -> str:
+    """identify's report on transformers' Llama 3.1 RoPE (the ecosystem extra), up to its plug-in file."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("transformers") is None:
+        raise SectionUnavailable("identify-example needs transformers: pip install -e '.[ecosystem]'")
+    done = subprocess.run([sys.executable, "-m", "posenc", "identify", *IDENTIFY_EXAMPLE], capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"identify failed: {done.stderr.strip().splitlines()[-1:]}")
+    report = done.stdout.split("\n# save as a plug-in file")[0].rstrip("\n")
+    return ("```text\n$ python -m posenc identify " + " ".join(IDENTIFY_EXAMPLE) + "\n" + report
+            + "\n…  (then the plug-in file registering the identified record)\n```\n")
+
+
+def ecosystem_table_markdown() -> str:
+    from posenc.ecosystem.findings import table_markdown
+
+    return table_markdown()
+
+
+LENGTH_EXPERIMENT = Path("docs/measurements/length-experiment.json")
+
+
+def length_experiment_markdown(path: Path = LENGTH_EXPERIMENT) -> str:
+    """The committed run's tables and verdicts (``results.md`` below its title, headings one level down)."""
+    import re as _re
+
+    from posenc.experiments.length_extrapolation.outputs import markdown_report
+
+    report = markdown_report(json.loads(Path(path).read_text())).split("\n", 1)[1]
+    return _re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", report.strip("\n"), flags=_re.MULTILINE) + "\n"
+
+
+#: Sections whose figures are measured, not derived: they may differ in the last digits between runs.
+MEASURED = {"precision", "identify-example"}
+
+SECTIONS = {
+    "counts": reference.counts_markdown,
+    "matrix": matrix_markdown,
+    "fixes": fixes_markdown,
+    "findings": findings_markdown,
+    "specs-by-claim": specs_by_claim_markdown,
+    "perf-table": perf_table_markdown,
+    "documents-table": documents_table_markdown,
+    "options": reference.options_markdown,
+    "states": reference.states_markdown,
+    "records": reference.records_markdown,
+    "claims": reference.claims_markdown,
+    "precision": precision.precision_markdown,
+    "identify-example": identify_example_markdown,
+    "ecosystem-table": ecosystem_table_markdown,
+    "length-experiment": length_experiment_markdown,
+    "suite-benchmark": suite_benchmark.table_markdown,
+}
 README = Path("README.md")
+DOCS = Path("docs")
+
+
+def files(root: Path = Path(".")) -> list[Path]:
+    """README.md and every Markdown page of docs/, relative to ``root``."""
+    return [root / README, *sorted((root / DOCS).rglob("*.md"))]
 
 
 def section_pattern(name: str) -> re.Pattern:
@@ -105,34 +178,110 @@ def section_pattern(name: str) -> re.Pattern:
 def readme_section(text: str, name: str) -> str:
     match = section_pattern(name).search(text)
     if match is None:
-        raise ValueError(f"README has no section markers for {name!r}")
+        raise ValueError(f"no section markers for {name!r}")
     return match.group(2)
 
 
-def write_readme(readme: Path = README) -> None:
-    text = readme.read_text()
+def placements(root: Path = Path(".")) -> dict[str, list[Path]]:
+    """``{section: the files that hold it}`` for every section of :data:`SECTIONS`."""
+    found: dict[str, list[Path]] = {name: [] for name in SECTIONS}
+    for path in files(root):
+        text = path.read_text()
+        for name in SECTIONS:
+            if section_pattern(name).search(text):
+                found[name].append(path)
+    return found
+
+
+def render_all() -> tuple[dict[str, str], list[str]]:
+    """Every section this environment can render, and why the others cannot be."""
+    rendered, unavailable = {}, []
     for name, render in SECTIONS.items():
-        readme_section(text, name)
-        text = section_pattern(name).sub(lambda m, body=render(): m.group(1) + body + m.group(3), text)
-    readme.write_text(text)
+        try:
+            rendered[name] = render()
+        except SectionUnavailable as why:
+            unavailable.append(str(why))
+    return rendered, unavailable
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def same(name: str, written: str, rendered: str) -> bool:
+    """Equal text; for a :data:`MEASURED` section, the same words and figures within a factor 2."""
+    if written == rendered or name not in MEASURED:
+        return written == rendered
+    if _NUMBER.sub("#", written) != _NUMBER.sub("#", rendered):
+        return False
+    pairs = zip(map(float, _NUMBER.findall(written)), map(float, _NUMBER.findall(rendered)))
+    return all(a == b or (a * b > 0 and 0.5 <= a / b <= 2) or max(abs(a), abs(b)) < 1e-6 for a, b in pairs)
+
+
+def stale(root: Path = Path(".")) -> list[str]:
+    """``FILE: section NAME`` for every generated section that differs from what the code renders."""
+    rendered, _ = render_all()
+    out = []
+    for name, paths in placements(root).items():
+        for path in paths:
+            if name in rendered and not same(name, readme_section(path.read_text(), name), rendered[name]):
+                out.append(f"{path}: section {name}")
+    return out
+
+
+def write_docs(root: Path = Path(".")) -> list[Path]:
+    """Rewrite every generated section this environment can render; returns the files that changed."""
+    rendered, unavailable = render_all()
+    for why in unavailable:
+        print(f"kept as it is: {why}", file=sys.stderr)
+    changed = []
+    for path in files(root):
+        text = original = path.read_text()
+        for name, body in rendered.items():
+            text = section_pattern(name).sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+        if text != original:
+            path.write_text(text)
+            changed.append(path)
+    return changed
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.ArgumentParser(prog="python -m posenc readme",
-                                     description="Print README's generated sections (run from the repository root).")
-    parser.add_argument("--write", action="store_true", help="write them between their markers in README.md")
+    parser = cli.ArgumentParser(prog="python -m posenc docs",
+                                description="Check (or --write) the generated sections of README.md and docs/ "
+                                            "(run from the repository root).")
+    parser.add_argument("--write", action="store_true", help="rewrite every generated section in place")
+    parser.add_argument("--print", dest="show", metavar="SECTION", choices=sorted(SECTIONS),
+                        help="print one section as it would be written")
+    parser.add_argument("--ecosystem-json", metavar="VERDICTS.json", type=Path,
+                        help="first keep the matrix of this ecosystem run (pytest specs --plugin posenc.ecosystem "
+                             "--encoders ...) in docs/measurements/ecosystem-matrix.json, for the findings table")
     parser.add_argument("--perf-json", metavar="BENCH.json", type=Path,
                         help="first keep the measured benchmarks of this pytest-benchmark JSON (pytest specs -m perf "
-                             "--benchmark-json BENCH.json) in docs/measurements/perf-cpu.json, for the perf table")
+                             "--benchmark-json BENCH.json) in docs/measurements/perf-cpu.json, for the perf tables")
     args = parser.parse_args(argv)
     if args.perf_json:
         print(f"measurements kept in {write_measurements(args.perf_json)}", file=sys.stderr)
-    if args.write:
-        write_readme()
+    if args.ecosystem_json:
+        from posenc.ecosystem.findings import MEASURED, kept_matrix
+
+        kept = kept_matrix(json.loads(args.ecosystem_json.read_text()))
+        Path(MEASURED).write_text(json.dumps(kept, indent=1) + "\n")
+        print(f"ecosystem matrix kept in {MEASURED}", file=sys.stderr)
+    if args.show:
+        print(SECTIONS[args.show](), end="")
         return 0
-    for name, render in SECTIONS.items():
-        print(f"<!-- {name}:start -->\n{render()}<!-- {name}:end -->\n")
-    return 0
+    if args.write:
+        for path in write_docs():
+            print(f"rewritten: {path}")
+        return 0
+    missing = [name for name, paths in placements().items() if not paths]
+    out_of_date = stale()
+    for line in out_of_date:
+        print(f"stale: {line} (python -m posenc docs --write)")
+    for name in missing:
+        print(f"unplaced: section {name} is in no file")
+    if not (out_of_date or missing):
+        print(f"every generated section is current ({sum(map(len, placements().values()))} in {len(files())} files)")
+    return 1 if out_of_date or missing else 0
 
 
 if __name__ == "__main__":

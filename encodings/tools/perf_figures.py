@@ -1,6 +1,6 @@
 """README's table of measured benchmarks, generated from a committed measurement file.
 
-``python -m posenc readme --perf-json BENCH.json`` keeps, from a pytest-benchmark JSON of
+``python -m posenc docs --perf-json BENCH.json`` keeps, from a pytest-benchmark JSON of
 ``pytest specs -m perf --benchmark-json BENCH.json``, what the table shows (per encoder and
 mode: median time and ×copy; at forward batch 1: peak memory, the operator behind it, static
 memory and kernels) and the machine it ran on, in ``docs/measurements/perf-cpu.json``; README's
@@ -36,7 +36,7 @@ def measurements_from_benchmarks(benchmark_json: Path) -> dict:
 
 def perf_table_markdown(path: Path = MEASUREMENTS) -> str:
     if not Path(path).exists():
-        return f"(no measurements: run `python -m posenc readme --perf-json BENCH.json`, see {path})\n"
+        return f"(no measurements: run `python -m posenc docs --perf-json BENCH.json`, see {path})\n"
     data = json.loads(Path(path).read_text())
     machine = data["machine"]
     lines = [f"Measured on {machine['cpu']} ({machine['cpu_count']} CPUs, {machine['torch_threads']} torch threads), "
@@ -61,3 +61,26 @@ def write_measurements(benchmark_json: Path, path: Path = MEASUREMENTS) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(measurements_from_benchmarks(benchmark_json), indent=1) + "\n")
     return path
+
+
+def documents_table_markdown(path: Path = MEASUREMENTS) -> str:
+    """PERF-1 and PERF-2 side by side: the documents' V100 figures and this project's measurement of
+    the documents' own code (forward, batch 1, from the same committed measurement file)."""
+    from posenc.harness.perf_rules import DOCUMENT_TABLE
+
+    if not Path(path).exists():
+        return f"(no measurements: run `python -m posenc docs --perf-json BENCH.json`, see {path})\n"
+    data = json.loads(Path(path).read_text())
+    rows = {row["encoder"]: row for row in data["rows"]}
+    machine = data["machine"]
+    lines = [f"Measured on {machine['cpu']} ({machine['cpu_count']} CPUs, {machine['torch_threads']} torch threads), "
+             f"torch {machine['torch']}, {data['date']}; the documents' figures are 000 §4.1's, on a V100.", "",
+             "| published code | forward ms, documents | forward ms, measured (median) | memory MB, documents | "
+             "memory MB, measured (static + peak) |", "|---|---:|---:|---:|---:|"]
+    for encoder, (ms, mb) in DOCUMENT_TABLE.items():
+        row = rows.get(encoder, {})
+        measured = row.get("forward b1", {}).get("ms")
+        memory = (row.get("static_MiB", 0) + row.get("peak_MiB", 0)) * 2**20 / 1e6 if row else None
+        lines.append(f"| `{encoder}` | {ms} | {'' if measured is None else f'{measured:.3f}'} | {mb} | "
+                     f"{'' if memory is None else f'{memory:.2f}'} |")
+    return "\n".join(lines) + "\n"

@@ -60,12 +60,16 @@ def precision_table() -> list[tuple[str, list[float]]]:
     return [(label, [relative_offset_error(a, i, p) for p in FAR_POSITIONS]) for label, a, i in ROWS]
 
 
+def precision_markdown() -> str:
+    lines = ["| implementation | " + " | ".join(f"p = 10^{len(str(p)) - 1}" for p in FAR_POSITIONS) + " |",
+             "|---|" + "---|" * len(FAR_POSITIONS)]
+    lines += [f"| {label} | " + " | ".join(f"{e:.1e}" for e in errors) + " |" for label, errors in precision_table()]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     cli.ArgumentParser(prog="python -m posenc precision", description=__doc__.splitlines()[0]).parse_args(argv)
-    print("| implementation | " + " | ".join(f"p = 10^{len(str(p)) - 1}" for p in FAR_POSITIONS) + " |")
-    print("|---|" + "---|" * len(FAR_POSITIONS))
-    for label, errors in precision_table():
-        print(f"| {label} | " + " | ".join(f"{e:.1e}" for e in errors) + " |")
+    print(precision_markdown(), end="")
     return 0
 
 

@@ -1,0 +1,57 @@
+"""The upstream defects the harness finds in the pinned versions: cells that must read FAIL.
+
+``tests/test_ecosystem.py`` requires a run of every ecosystem record to show exactly these
+(encoder, claim) cells as FAIL and nothing else red; the findings page's table is rendered from
+them and the records' declarations (``python -m posenc docs``). What each one is, with a
+standalone reproducer, is on that page and in the test module's docstring.
+"""
+
+from __future__ import annotations
+
+#: rotary-embedding-torch forms positions in the input's dtype: wrong in bf16 / fp16 from 257 / 2049.
+HALF_PRECISION_POSITIONS = frozenset({"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-11"})
+#: ``module.to(torch.bfloat16)`` rounds θ in these records (PATH-3).
+CAST_ROUNDS_FREQUENCIES = ("ret_rope", "ret_interpolate", "hf_default", "hf_linear", "hf_dynamic", "hf_yarn",
+                           "hf_llama3", "hf_longrope", "xtf_rope", "xtf_xpos")
+
+FINDINGS: frozenset[tuple[str, str]] = frozenset({
+    ("hf_dynamic", "ROPE-9"), ("torchtune_rope", "contract"),
+    *{("ret_rope", claim) for claim in HALF_PRECISION_POSITIONS | {"ROPE-9", "contract"}},
+    *{("ret_interpolate", claim) for claim in HALF_PRECISION_POSITIONS | {"ROPE-14", "ROPE-9", "contract"}},
+    ("ret_xpos", "PATH-2"), ("ret_xpos", "ROPE-9"),
+    *{(name, "PATH-3") for name in CAST_ROUNDS_FREQUENCIES},
+})
+#: The records the ecosystem run selects.
+ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
+
+
+#: The matrix of the last ecosystem run kept for the docs (``python -m posenc docs --ecosystem-json``).
+MEASURED = "docs/measurements/ecosystem-matrix.json"
+
+
+def kept_matrix(verdicts: dict) -> dict:
+    """What the docs keep of an ecosystem run's ``verdicts.json``: its header's versions and matrix."""
+    names = verdicts["header"]["encoders"]
+    return {"libraries": verdicts["header"].get("libraries", {}), "torch": verdicts["header"].get("torch"),
+            "matrix": {claim: {name: row[name] for name in names} for claim, row in verdicts["matrix"].items()}}
+
+
+def table_markdown(path=MEASURED) -> str:
+    """Claims × ecosystem records as the kept run observed them; a finding's cell in bold."""
+    import json
+    from pathlib import Path
+
+    from posenc.harness.states import SURPRISES, State
+
+    kept = json.loads(Path(path).read_text())
+    matrix = kept["matrix"]
+    names = list(next(iter(matrix.values())))
+    versions = ", ".join(f"{name} {version}" for name, version in kept["libraries"].items())
+    lines = [f"Observed by a run of `--plugin posenc.ecosystem --encoders '{ENCODERS}'` ({versions}; "
+             f"torch {kept['torch']}):", "",
+             "| claim | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---|" * len(names)]
+    for claim, row in matrix.items():
+        cells = [f"**{row[n]}**" if State(row[n]) in SURPRISES else str(row[n]) for n in names]
+        if any(State(row[n]) != State.NA for n in names):
+            lines.append(f"| {claim} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
