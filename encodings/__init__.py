@@ -5,7 +5,7 @@ The folder is ``encodings/`` in the repository; it installs as the import packag
 
 * :mod:`posenc.encoders` - the designs, on torch alone;
 * :mod:`posenc.harness` - records, registry, claims, verdict matrix, profiling, pytest plug-in;
-* :mod:`posenc.tools` - README generators and tables, run from the repository root;
+* :mod:`posenc.tools` - the docs' generators and the command-line tools, run from the repository root;
 * :mod:`posenc.ecosystem` - other libraries' RoPEs as plug-ins (``--plugin posenc.ecosystem``).
 
 This module is the public face: the names plug-in files and users import.
@@ -35,6 +35,8 @@ from .encoders import (
 from .harness.claims import CLAIMS, CONTRACT, ClaimViolation
 from .harness.declarations import rotary_claims
 from .harness.records import (
+    Calling,
+    Limits,
     DEFAULT_TOLERANCES,
     HOLDS,
     FLOAT64_THROUGH_FP32_ANGLES,
@@ -56,8 +58,8 @@ __all__ = [
     "CLAIMS", "CONTRACT", "ClaimViolation", "CompiledRotaryEmbedding", "CosSinRotaryEmbedding", "DEFAULT_TOLERANCES",
     "FLOAT64_THROUGH_FP32_ANGLES", "HOLDS", "LAYOUTS", "XPosRotaryEmbedding", "apply_rotary_cos_sin",
     "tolerances_for_angles", "xpos_scale",
-    "BuildConfig", "Declared", "DynamicPositionalEncoding", "EncoderRecord", "HybridPositionalEncoding",
-    "LearnablePositionalEmbedding", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
+    "BuildConfig", "Calling", "Declared", "DynamicPositionalEncoding", "EncoderRecord", "HybridPositionalEncoding",
+    "LearnablePositionalEmbedding", "Limits", "LinearAttentionRoPE", "MultiHeadRotaryEmbedding", "RoPEAttention",
     "RotaryEmbedding", "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "State", "Tolerance",
     "angle_dtype", "get", "inverse_frequencies", "load_plugin", "not_applicable", "records", "refuted",
     "register", "rotary_claims", "unregister", "with_defaults",

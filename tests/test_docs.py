@@ -102,6 +102,11 @@ def test_the_site_builds_strictly_and_offline(tmp_path):
     assert not remote, f"pages load scripts from the network: {remote[:3]}"
 
 
+def test_the_docs_example_file_is_the_readme_example():
+    code = re.search(r"```python\n(# my_rope\.py\n.*?)```", README.read_text(), re.DOTALL).group(1)
+    assert (ROOT / "docs" / "examples" / "my_rope.py").read_text() == code
+
+
 def test_readme_plugin_example_behaves_as_described(tmp_path):
     text = README.read_text()
     code = re.search(r"```python\n(# my_rope\.py\n.*?)```", text, re.DOTALL).group(1)

@@ -40,7 +40,8 @@ def surprises(outcomes: list[Outcome]) -> list[tuple[str, str]]:
         if o.state in SURPRISES:
             cells.setdefault((o.claim, o.encoder), []).append(o)
     found = []
-    for (claim, encoder), seen in cells.items():
+    # the contract last: a formula defect often also fails it, and the formula's claim says more
+    for (claim, encoder), seen in sorted(cells.items(), key=lambda cell: cell[0][0] == CONTRACT):
         shown = aggregate([o.state for o in seen])
         firsts = {}
         for o in seen:

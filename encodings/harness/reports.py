@@ -124,7 +124,7 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str) -> Written
     atomic_write(directory / "verdicts.md", markdown)
     atomic_write(directory / "verdicts.html", page)
     atomic_write(top, text)
-    return written(True, f"published as {top}")
+    return written(True, f"published as {top} (with its .md and .html)")
 
 
 def _prune(runs: Path) -> None:

@@ -89,9 +89,16 @@ def first_line(text: str, width: int = 300) -> str:
     return shorten(text.strip().partition("\n")[0], width)
 
 
+def _loaded_by(record) -> str:
+    """The options that register ``record`` again: ``--plugin FILE``, ``--identify …``, or none."""
+    if record.origin == "built-in":
+        return ""
+    return f" {record.origin}" if record.origin.startswith("--identify ") else f" --plugin {record.origin}"
+
+
 def reproducer(spec: RunningSpec, drawn: dict[str, object] | None = None) -> str:
     """A command that reruns this spec on this encoder, with the drawn values it failed on."""
-    plugin = f" --plugin {spec.record.origin}" if spec.record.origin != "built-in" else ""
+    plugin = _loaded_by(spec.record)
     drawn = drawn_values(spec) if drawn is None else drawn
     values = ", ".join(f"{name}={shorten(repr(value))}" for name, value in drawn.items())
     return f"pytest '{spec.nodeid}'{plugin}" + (f"  # {values}" if values else "")
@@ -112,6 +119,12 @@ def python_reproducer(spec: RunningSpec, fixtures: dict[str, object], drawn: dic
     spec_file = Path(spec.filename)
     module = f"{spec_file.parent.name}.{spec_file.stem}"
     plugin = f"posenc.load_plugin({spec.record.origin!r})\n" if spec.record.origin != "built-in" else ""
+    if spec.record.origin.startswith("--identify "):
+        words = spec.record.origin.split()
+        options = dict(zip(words[::2], words[1::2]))
+        plugin = ("from posenc.harness.selection import identify_and_register  # noqa: E402\n"
+                  f"identify_and_register({options['--identify']!r}, {options.get('--identify-protocol', 'single')!r}, "
+                  f"{options.get('--identify-apply')!r})\n")
     arguments = {**{k: v for k, v in fixtures.items() if k != "record"}, **drawn}
     call = ", ".join(["record=record", *(f"{k}={_literal(v)}" for k, v in arguments.items())])
     return (

@@ -44,7 +44,11 @@ def load_plugins(files) -> None:
 def register_identified(settings: Settings) -> dict[str, str]:
     """``--identify FILE.py:NAME``: identify the target and register the record of what it computes;
     returns ``{record name: identify's report}``."""
-    target_spec, protocol, apply_name = settings.identify
+    return identify_and_register(*settings.identify)
+
+
+def identify_and_register(target_spec: str, protocol: str = "single", apply_name: str | None = None) -> dict[str, str]:
+    """What ``--identify`` does, callable from a standalone reproducer script."""
     path, _, name = target_spec.rpartition(":")
     identified_name = f"identified_{name}"
     if identified_name in {r.name for r in registry.records()}:
@@ -59,9 +63,12 @@ def register_identified(settings: Settings) -> dict[str, str]:
         found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim)
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
         raise SelectionError(f"--identify {target_spec}: {type(error).__name__}: {error}") from None
+    again = f"--identify {Path(path).resolve()}:{name}" + (
+        f" --identify-protocol {protocol}" if protocol != "single" else "") + (
+        f" --identify-apply {apply_name}" if apply_name else "")
     registry.register(replace(identification.identified_record(
         found, identified_name, identification.build_identified(target, protocol), protocol=protocol,
-        apply=apply, source=f"identified from its outputs: {target_spec}"), origin="identified"))
+        apply=apply, source=f"identified from its outputs: {target_spec}"), origin=again))
     return {identified_name: found.report()}
 
 

@@ -133,14 +133,14 @@ def report_lines(state: HarnessState, cells: dict, mode: str, width: int) -> lis
     written = state.written
     html = getattr(written, "run_html", None)
     also = [p for p in (written.run_json, written.run_markdown) if p != (html or written.run_json)]
-    where = [f"report: {html or written.run_json}", f"        also {', '.join(map(str, also))}",
-             f"        {written.note}"]
+    where = [f"report: {html or written.run_json}", *(f"  also: {path}" for path in also), f"  {written.note}"]
     if mode == "none":
         return wrap_all(where, width, " " * 8)
     found = surprises(state.matrix.outcomes)
     lines = wrap(count_line(cells), width)
     if found:
-        lines += wrap(f"{len(found)} cells need a look (first message and a command to rerun each):", width)
+        lines += wrap(f"{len(found)} cell{'s' if len(found) > 1 else ''} need{'' if len(found) > 1 else 's'} a look "
+                      "(first message and a command to rerun each):", width)
         for line, again in found:
             lines += wrap(line, width, "      ")
             if again and len(again) + 9 <= width:

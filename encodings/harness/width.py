@@ -43,23 +43,26 @@ def wrap_all(lines, width: int, indent: str = "    ") -> list[str]:
 
 
 def wrap_command(command: str, width: int, indent: str = "    ") -> list[str]:
-    """A shell command over lines of at most ``width``, broken at spaces outside quotes with a
-    trailing `` \\`` so that it still pastes as one command; a single word longer than the line
-    is broken where it must be."""
+    """A shell command over lines of at most ``width``, broken at spaces between words with a
+    trailing `` \\``, so that it still pastes as one command; a trailing ``# comment`` goes on a
+    line of its own. A single word longer than the line (a node id) is never broken: it would no
+    longer paste."""
     import shlex
 
+    code, hash_, comment = command.partition("  # ")
     try:
-        words = shlex.split(command)
+        words = [shlex.quote(w) for w in shlex.split(code)]
     except ValueError:
-        return wrap(command, width, indent)
-    quoted = [shlex.quote(w) for w in words]
+        words = code.split()
     lines, current = [], ""
-    for word in quoted:
+    for word in words:
         candidate = f"{current} {word}" if current else word
-        if len(candidate) + 2 <= width or not current:
+        if len(candidate) + 2 <= width or not current.strip():
             current = candidate
         else:
             lines.append(current + " \\")
             current = indent + word
     lines.append(current)
-    return [piece for line in lines for piece in (wrap(line, width, indent) if len(line) > width else [line])]
+    if hash_:
+        lines += wrap("# " + comment, width, indent + "# ")
+    return lines

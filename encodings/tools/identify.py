@@ -35,6 +35,7 @@ def record_code(found, args, apply=None) -> str:
     """A plug-in file that registers the identified RoPE: save it and pass it to ``--plugin``
     (``apply``: the cos/sin protocol's function, which the record needs)."""
     path, _, name = args.target.rpartition(":")
+    path = str(Path(path).resolve())  # the plug-in file runs from any directory
     record = identified_record(found, name, build=None, protocol=args.protocol, apply=apply)
     overrides = {claim: declared for claim, declared in record.claims.items()
                  if declared != rotary_claims()[claim]}

@@ -47,7 +47,7 @@ def options_markdown() -> str:
         flag = names[0]
         shown = flag + (f" {kwargs['metavar']}" if "metavar" in kwargs else "")
         if "choices" in kwargs:
-            shown = flag + " " + "\\|".join(kwargs["choices"])
+            shown = flag + " " + "|".join(kwargs["choices"])
         default = kwargs.get("default")
         default = "" if default in (None, [], False, "") else f"`{default}`"
         variable = f"`{variable_of[flag]}`" if flag in variable_of else ""

@@ -414,6 +414,23 @@ def rope_accepts_integer_input(c):
     return rope(AcceptsIntegerInput, c)
 
 
+class EmptyForNegativeStart(SteppedRotary):
+    """A table sliced from the start position: a negative start slices nothing, returned as is."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        start = int(torch.as_tensor(positions).min()) if positions is not None else offset
+        if start < 0:
+            return x[:, :0]
+        return super().forward(x, positions, offset=offset)
+
+
+@mutant("rope_interleaved", fails={"contract"})
+def rope_empty_for_a_negative_start(c):
+    """a negative start position slices an empty table, and the empty tensor is returned"""
+    # A wrong-shaped answer is silent garbage, to be reported, not a crash of the garbage check.
+    return rope(EmptyForNegativeStart, c)
+
+
 class NoRankCheck(SteppedRotary):
     def check_input(self, x):
         require_float(x)
