@@ -46,6 +46,7 @@ def test_positions_past_the_table_raise(record):
                    returned_shape=tuple(out.shape))
 
 
+@pytest.mark.far_positions
 @pytest.mark.claim("ABS-4", kinds=("additive",))
 @given(seed=draws.seeds)
 @example(seed=0)
@@ -174,6 +175,7 @@ def _far_position_check(record, dtype, device, seed, within_table=False):
                              what=f"at position {position}: the norm changed", position=position)
 
 
+@pytest.mark.far_positions
 @pytest.mark.claim("ROPE-10a", kinds=("rotary",), dtypes=(torch.float32, torch.float64))
 @given(seed=draws.seeds)
 @example(seed=0)
@@ -182,6 +184,7 @@ def test_relative_offset_and_norm_hold_far_past_any_table(record, dtype, device,
 
 
 # The claim is about half precision: it runs in both, whatever dtypes the record lists; an error is a violation.
+@pytest.mark.far_positions
 @pytest.mark.claim("ROPE-11", kinds=("rotary",), dtypes=(torch.float16, torch.bfloat16), all_dtypes=True)
 @given(seed=draws.seeds)
 @example(seed=0)

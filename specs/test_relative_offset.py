@@ -40,6 +40,7 @@ def offset_logit_error(record, module, dtype, device, seed, m, n, stride):
     return max(errors), scale, max(float(m_rows.max()), float(n_rows.max()))
 
 
+@pytest.mark.far_positions
 @pytest.mark.claim("ROPE-4", kinds=("rotary",))
 @given(seed=draws.seeds, m=draws.position_lists(2048, PAIRS), n=draws.position_lists(2048, PAIRS),
        stride=draws.shifts)

@@ -91,6 +91,7 @@ def test_position_zero_is_the_identity(record, dtype):
                      what="R_0 is not the identity (up to the layout's output order and the declared scale)")
 
 
+@pytest.mark.far_positions
 @pytest.mark.claim("ROPE-1", kinds=ROTARY)
 @given(m=st.integers(0, 4000), n=st.integers(0, 4000))
 @example(m=3, n=61)
@@ -120,6 +121,7 @@ def test_rotations_compose(record, m, n):
                      what=f"R_{m} R_{n} ≠ R_{m + n}")
 
 
+@pytest.mark.far_positions
 @pytest.mark.claim("ROPE-3", kinds=ROTARY)
 @given(m=st.integers(0, 10**6))
 @example(m=5)
@@ -187,6 +189,7 @@ def test_long_term_decay_of_the_roformer_bound(record):
         s.violated("the RoFormer bound decays monotonically, unlike the frequencies of the formula")
 
 
+@pytest.mark.far_positions
 @pytest.mark.claim("ROPE-8", kinds=ROTARY)
 @given(seed=draws.seeds, positions=draws.position_lists(10**4, 4))  # far positions are ROPE-10a's
 @example(seed=0, positions=[0, 1, 512, 9_999])

@@ -79,3 +79,22 @@ def guarded(case: SpecCase):
     changed = isolation.restore(before)
     if changed:
         raise _leak(case, changed)
+
+
+@contextmanager
+def sized_draws(function, case: SpecCase, far_positions):
+    """The examples ``function`` (a Hypothesis test) runs for this case: its profile's; only its
+    pinned ``@example``s where a spec marked ``far_positions`` meets an encoder reached through a
+    prefix (``positions="none"``, the documents' snippets), since every far position there costs
+    a call as long as the position. The pinned examples hold the far positions."""
+    current = getattr(function, "_hypothesis_internal_use_settings", None)
+    if current is None or not far_positions or case.record.calling.positions != "none":
+        yield
+        return
+    from hypothesis import Phase, settings
+
+    function._hypothesis_internal_use_settings = settings(current, phases=(Phase.explicit,))
+    try:
+        yield
+    finally:
+        function._hypothesis_internal_use_settings = current

@@ -101,11 +101,16 @@ class OffsetSubject(nn.Module):
         return torch.cat(rows)
 
 
+#: Zero-padded input one prefix call may hold: sequences of one length share a call up to this.
+PREFIX_CALL_BYTES = 2**29
+
+
 class PrefixSubject(nn.Module):
     """An encoder that takes ``x`` alone, as the documents' snippets do (positions ``0 … seq − 1``),
     seen as ``f(x, positions=None, offset=0)``: each token is put at its position in a zero sequence
-    and its output read back from there (one call per row and group of distinct positions; an
-    offset is a zero prefix). Exact only for per-token encoders (additive and rotary)."""
+    and its output read back from there (an offset is a zero prefix). Tokens of one row at distinct
+    positions share a sequence; sequences of one length share a call, as rows of one batch, up to
+    :data:`PREFIX_CALL_BYTES`. Exact only for per-token encoders (additive and rotary)."""
 
     def __init__(self, record: EncoderRecord, library: nn.Module):
         super().__init__()
@@ -116,26 +121,35 @@ class PrefixSubject(nn.Module):
         if p.numel() and int(p.min()) < 0:
             raise ValueError(f"position {int(p.min())}: this encoder takes no positions, and a position below 0 "
                              "cannot be reached by a prefix")
-        if positions is None and offset == 0:
+        if (positions is None and offset == 0) or x.shape[1] == 0:
             return self.library(x)
-        out = None
+        by_length: dict[int, list[tuple[int, list[int]]]] = {}
         for b in range(x.shape[0]):
-            row = p[min(b, p.shape[0] - 1)].to(x.device)
+            row = p[min(b, p.shape[0] - 1)]
             pending = list(range(len(row)))
-            while pending:
+            while pending:  # one sequence per group of distinct positions
                 taken, seen, later = [], set(), []
                 for j in pending:
                     (later if int(row[j]) in seen else taken).append(j)
                     seen.add(int(row[j]))
-                index = row[taken]
-                z = torch.zeros((1, int(index.max()) + 1, *x.shape[2:]), dtype=x.dtype, device=x.device)
-                z[0, index] = x[b, taken]
-                y = self.library(z)[0, index]
-                if out is None:
-                    out = torch.empty((*x.shape[:2], *y.shape[1:]), dtype=y.dtype, device=y.device)
-                out[b, taken] = y
+                by_length.setdefault(int(row[taken].max()) + 1, []).append((b, taken))
                 pending = later
-        return out if out is not None else self.library(x)
+        out = None
+        for length, sequences in by_length.items():
+            per_sequence = max(1, length * x[0, 0].numel() * x.element_size())
+            step = max(1, PREFIX_CALL_BYTES // per_sequence)
+            for start in range(0, len(sequences), step):
+                chunk = sequences[start:start + step]
+                z = torch.zeros((len(chunk), length, *x.shape[2:]), dtype=x.dtype, device=x.device)
+                for i, (b, taken) in enumerate(chunk):
+                    z[i, p[min(b, p.shape[0] - 1)][taken].to(x.device)] = x[b, taken]
+                y = self.library(z)
+                for i, (b, taken) in enumerate(chunk):
+                    read = y[i, p[min(b, p.shape[0] - 1)][taken].to(y.device)]
+                    if out is None:
+                        out = torch.empty((*x.shape[:2], *read.shape[1:]), dtype=read.dtype, device=read.device)
+                    out[b, taken] = read
+        return out
 
 
 def subject(record: EncoderRecord, module: nn.Module) -> nn.Module:

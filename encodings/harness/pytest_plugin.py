@@ -10,7 +10,7 @@ Enabled by the repository's ``conftest.py``. The road from a record to a cell:
 4. :mod:`.judge` turns what the case raised into a :class:`~.states.State`, against the
    record's declaration, with message and reproducers;
 5. :class:`.matrix.Matrix` aggregates the outcomes into cells, once; :mod:`.reports` writes
-   ``verdicts.json`` and ``verdicts.md``; :mod:`.terminal` and :mod:`.perf_report` print them.
+   ``verdicts.json``, ``.md`` and ``.html``; :mod:`.terminal` and :mod:`.perf_report` print them.
 
 The Hypothesis profiles are registered in ``conftest.py`` and chosen by ``--hypothesis-profile``
 or ``POSENC_HYPOTHESIS_PROFILE``. Benchmarks take ``perf_record`` and ``perf_device`` instead of
@@ -159,7 +159,7 @@ def pytest_runtest_call(item):
     spec = RunningSpec(case.claim, case.spec, item.stash.get(_SPEC_ID, item.nodeid), str(item.path), case.record,
                        tuple(item.fixturenames))
     item.stash[_RUNNING] = spec
-    with execution.guarded(case):
+    with execution.guarded(case), execution.sized_draws(item.obj, case, item.get_closest_marker("far_positions")):
         execution.block_if_unjudgeable(case, state.timed_out, state.settings.device)  # the probe runs the encoder
         with running(spec):
             return (yield)

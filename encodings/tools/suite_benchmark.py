@@ -90,8 +90,9 @@ def table_markdown(path: Path = MEASUREMENTS, top: int = 10) -> str:
     per_added = (added - serial) / data["added"]["count"] if data["added"]["count"] else float("nan")
     runs = ", ".join(f"{t:.1f}" for t in data["serial"])
     lines = [f"Measured on {data['machine']}, torch {data['torch']}, {data['date']}: the default run with "
-             f"{data['encoders']} encoders ({data['cases']} test cases), median of {data['repeat']} "
-             "runs each, start-up included.", "",
+             f"{data['encoders']} encoders ({data['cases']} test cases), "
+             + (f"median of {data['repeat']} runs each" if data["repeat"] > 1 else "one run each")
+             + ", start-up included.", "",
              "| run | wall time (median) | the runs |", "|---|---:|---|",
              f"| `pytest specs` | {serial:.1f} s | {runs} |",
              f"| `pytest specs -n 2` | {parallel:.1f} s | {', '.join(f'{t:.1f}' for t in data['n2'])} |",
