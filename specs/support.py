@@ -55,6 +55,16 @@ def as_heads(t: torch.Tensor, cfg: BuildConfig = SPEC_CONFIG) -> torch.Tensor:
     return tensors.as_heads(t, cfg)
 
 
+#: The farthest position a spec reaches on an encoder without positions (``positions="none"``): the
+#: harness gets there through a zero prefix as long as the position, so 10^6 costs too much there.
+PREFIX_FARTHEST = 10**5
+
+
+def reachable(record: EncoderRecord, position: int) -> int:
+    """``position``, or :data:`PREFIX_FARTHEST` where a prefix of that length would be needed beyond it."""
+    return min(position, PREFIX_FARTHEST) if record.calling.positions == "none" else position
+
+
 def position_cap(record: EncoderRecord, wanted: int, cfg: BuildConfig = SPEC_CONFIG) -> int:
     """The largest position a spec may use: a learned table stops at ``max_len - 1``, a fixed cache
     (``record.limits.max_position``) at its last row."""

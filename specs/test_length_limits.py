@@ -156,8 +156,7 @@ def _far_position_check(record, dtype, device, seed, within_table=False):
     deltas = torch.tensor(s.DELTAS, device=device)
     near, near_scale = s.answered("at positions 0 … 100", lambda: s.logits(module, q, k, deltas, torch.zeros_like(deltas)))
     keeps_norm = record.declared("ROPE-3").status == State.HOLDS
-    # An encoder without positions reaches p through a prefix of p tokens: 10^6 costs too much there.
-    far_positions = [p for p in s.FAR_POSITIONS if record.calling.positions != "none" or p <= 10**5]
+    far_positions = [p for p in s.FAR_POSITIONS if s.reachable(record, p) == p]
     if within_table:  # a precision claim: a fixed table's end is ROPE-9's and ROPE-10a's to judge
         far_positions = [p for p in far_positions if p <= s.position_cap(record, p)]
     for position in far_positions:

@@ -27,7 +27,7 @@ posenc.register(posenc.EncoderRecord(
     source="my_model.py",
     geometry=posenc.RotaryGeometry(layout="half_split", angle_dtype=torch.float32),
     claims=posenc.rotary_claims({          # a correct RoPE: every rotary claim holds, except that
-        "ROPE-13": posenc.refuted(         # half-split pairs are not the formula's coordinates (drop for interleaved)
+        "ROPE-13": posenc.refuted(         # half-split pairs are not the formula's (interleaved: drop this)
             "pairs (i, i + d/2)", specs=("test_output_equals_formula_elementwise",)),
         posenc.CONTRACT: posenc.refuted(   # and it checks no input
             "validates no input", specs=("test_rejects_non_float_input", "test_rejects_wrong_rank",

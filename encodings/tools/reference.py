@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import textwrap
 from pathlib import Path
 
 from posenc.harness import options, records, states
@@ -121,7 +122,8 @@ def counts_markdown() -> str:
 
     specs = {(s.module, s.name) for s in spec_functions()}
     mutants = sum(len(re.findall(r"^@mutant\(", path.read_text(), re.MULTILINE)) for path in MUTANTS.glob("*.py"))
-    return (f"At a glance: {len(BUILTIN_RECORDS) + len(PUBLISHED_RECORDS)} encoders registered "
+    text = (f"At a glance: {len(BUILTIN_RECORDS) + len(PUBLISHED_RECORDS)} encoders registered "
             f"({len(BUILTIN_RECORDS)} built-in, {len(PUBLISHED_RECORDS)} transcriptions of the documents' code), "
             f"{len(CLAIMS)} claims and the calling contract, decided by {len(specs)} spec functions; "
-            f"{mutants} planted defects (mutants) check that each spec fails when its claim is broken.\n")
+            f"{mutants} planted defects (mutants) check that each spec fails when its claim is broken.")
+    return "\n".join(textwrap.wrap(text, 100)) + "\n"
