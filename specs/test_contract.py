@@ -101,8 +101,12 @@ def test_rejects_positions_of_wrong_shape(record):
     module = s.build(record)
     x = s.randn(s.input_shape(record, 2, 4), seed=0)
     bad = torch.arange(5)
+    # Positions right-aligned to the tokens (the last 4 of 5, as in decoding after a cache) are a
+    # convention some libraries document (x-transformers): a missing error, not garbage.
+    right_aligned = _not_the_rotation_at(record, x, bad[-x.shape[1]:])
     _expect_error(record, "positions of length 5 for seq 4", lambda: _call(record, module, x, bad),
-                  ("shape", "length", "size"), garbage=lambda out: "the positions were sliced or ignored")
+                  ("shape", "length", "size"),
+                  garbage=lambda out: right_aligned(out) and "the positions were sliced or ignored")
 
 
 @pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.calling.positions != "none")  # no positions to check

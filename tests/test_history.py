@@ -88,11 +88,25 @@ def test_memory_gate_fails_with_one_line(histories):
     assert compare(histories, "2", "1", "--fail", "peak:5%").returncode == 0  # less memory is no regression
 
 
-def test_the_gate_inside_pytest_ends_on_a_failed_gate_test_with_one_line_per_regression(histories):
+def entries(text: str, head: str) -> list[str]:
+    """Each printed entry that starts with ``head``, its wrapped continuation lines joined to it."""
+    found, open_entry = [], False
+    for line in text.splitlines():
+        if line.startswith(head):
+            found.append(line)
+            open_entry = True
+        elif open_entry and line.startswith("    "):
+            found[-1] += " " + line.strip()
+        else:
+            open_entry = False
+    return found
+
+
+def test_the_gate_inside_pytest_ends_on_a_failed_gate_test_with_one_entry_per_regression(histories):
     result = run_perf(histories, "--perf-compare", "1", "--perf-fail", "peak:5%,kernels:0", extra_floats=1 << 20)
     assert result.returncode == 1, result.stdout[-2000:]
-    regressions = [line for line in result.stdout.splitlines() if line.startswith("REGRESSION")]
-    assert len(regressions) == 1, regressions  # one line for the one benchmark …
+    regressions = entries(result.stdout, "REGRESSION")
+    assert len(regressions) == 1, regressions  # one entry for the one benchmark …
     assert "peak memory" in regressions[0] and "kernels" in regressions[0]  # … naming both metrics
     assert "Traceback" not in result.stdout + result.stderr
     last = result.stdout.rstrip().splitlines()[-1].strip("= ")

@@ -4,7 +4,8 @@ The cheap cases are mutants (``tests/mutants/``: ``learnable_reads_next_row`` fo
 ``linear_attention_without_rotation`` for LIN-2, ``rope_claims_without_rotation_ignoring_positions``
 for ROPE-4 and ATT-4 on designs without ROPE-1, ``rope_positions_wrap_every_1024`` for pinned
 shifts that are multiples of a power of two), killed in ``tests/test_mutants.py``. LIN-1 is
-measured (``-m perf``), so its case runs here: a softmax attention registered as linear.
+measured (``-m perf``), so its case runs here: a softmax attention registered as linear. The
+gradient check, judged with a record's declared fp32 precision, keeps its teeth too.
 """
 
 from __future__ import annotations
@@ -53,3 +54,35 @@ def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_pat
     assert {claim for claim, _ in timing} == {"ROPE-12", "PERF-1"}, judged
     assert {state for state, _ in timing.values()} == {State.UNDECIDED}, timing
     assert all("the machine is busy" in message for _, message in timing.values()), timing
+
+
+@pytest.mark.timeout(900)
+def test_the_gradient_check_takes_fp32_computation_as_declared_and_keeps_its_teeth(tmp_path):
+    """float64 input computed in fp32 (declared by angle_dtype): an exact gradient holds, where finite
+    differences at float64's step read it as FAIL; a backward that rotates by R_p instead of R_pᵀ fails."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-k", "test_gradcheck_in_float64",
+               "--plugin", "tests/plugins/fp32_compute.py", "--encoders", "rope_float64_in_fp32*",
+               "--matrix-dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
+    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
+    contract = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]["contract"]
+    assert contract["rope_float64_in_fp32"] == State.HOLDS_PARTIAL, result.stdout[-3000:]  # one contract spec ran
+    assert contract["rope_float64_in_fp32_wrong_backward"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]
+
+
+@pytest.mark.timeout(900)
+def test_right_aligned_positions_are_a_missing_error_and_truncated_ones_garbage(tmp_path):
+    """x-transformers' documented right-alignment of longer position ids is excused by a record that
+    declares it validates no input; cutting them from the left is silent garbage whatever it declares."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider",
+               "-k", "test_rejects_positions_of_wrong_shape", "--plugin", "tests/plugins/right_aligned.py",
+               "--encoders", "rope_right_aligned,rope_left_truncated", "--matrix-dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
+    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
+    contract = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]["contract"]
+    assert contract["rope_right_aligned"] == State.REFUTED, result.stdout[-3000:]
+    assert contract["rope_left_truncated"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]

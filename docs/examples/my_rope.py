@@ -4,7 +4,7 @@ import posenc
 
 
 class MyRoPE(torch.nn.Module):
-    """Half-split RoPE on (batch, seq, heads, head_dim); angles in fp32, as production code forms them."""
+    """Half-split RoPE on (batch, seq, heads, head_dim); angles in fp32, as in production code."""
 
     def __init__(self, head_dim, base=10000.0):
         super().__init__()
@@ -27,7 +27,7 @@ posenc.register(posenc.EncoderRecord(
     source="my_model.py",
     geometry=posenc.RotaryGeometry(layout="half_split", angle_dtype=torch.float32),
     claims=posenc.rotary_claims({          # a correct RoPE: every rotary claim holds, except that
-        "ROPE-13": posenc.refuted(         # half-split pairs are not the formula's (interleaved: drop this)
+        "ROPE-13": posenc.refuted(         # not the formula's pairs (drop if interleaved)
             "pairs (i, i + d/2)", specs=("test_output_equals_formula_elementwise",)),
         posenc.CONTRACT: posenc.refuted(   # and it checks no input
             "validates no input", specs=("test_rejects_non_float_input", "test_rejects_wrong_rank",
