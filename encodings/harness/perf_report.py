@@ -99,6 +99,7 @@ def report(terminalreporter, perf) -> None:
     if not (perf.benchmarks or perf.notes or perf.scaling or perf.regressions):
         return
     fit = terminal_width()
+    table = terminalreporter.write_line  # a table's rows are never wrapped (perf tables fit 160 columns)
 
     def write(line, **markup):
         for piece in wrap(line, fit):
@@ -110,11 +111,11 @@ def report(terminalreporter, perf) -> None:
         write("measured on: " + "; ".join(device_names) + f"; torch {torch.__version__}")
         write("×copy = time of a copy of the call's minimum bytes / time of the call, timed interleaved")
         for line in summary_lines(perf.benchmarks):
-            write(line)
+            table(line)
     for note in perf.notes:
         write(note)
     for line in scaling_lines(perf.scaling):
-        write(line)
+        table(line)
     for regression in perf.regressions:
         write(regression, red=True)
     if perf.run_dir is not None:
