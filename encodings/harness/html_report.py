@@ -61,9 +61,8 @@ def symbol(value: str) -> str:
 
 
 def state_descriptions() -> dict[str, str]:
-    """Each state's meaning, read from the bullet list of :mod:`.states`' docstring (its one source)."""
-    found = re.finditer(r"^\* ``(.+?)``\s*-\s*(.+?)(?=^\* |\Z)", states_module.__doc__ or "", re.M | re.S)
-    return {m.group(1): " ".join(m.group(2).replace("``", "").split()).rstrip(";.") for m in found}
+    """Each state's meaning (:func:`.states.meanings`), without the code quotes."""
+    return {state: meaning.replace("`", "") for state, meaning in states_module.meanings().items()}
 
 
 def cell_id(claim: str, encoder: str) -> str:

@@ -28,6 +28,7 @@ as a string.
 from __future__ import annotations
 
 import enum
+import re
 
 
 class State(str, enum.Enum):
@@ -79,6 +80,12 @@ SYMBOLS = {
     State.NA: ".",
     State.NOT_RUN: "-",
 }
+
+
+def meanings() -> dict[str, str]:
+    """Each state's meaning, read from the bullet list of this module's docstring (its one source)."""
+    found = re.finditer(r"^\* ``(.+?)``\s*-\s*(.+?)(?=^\* |\Z)", __doc__ or "", re.M | re.S)
+    return {m.group(1): " ".join(m.group(2).replace("``", "`").split()).rstrip(";.") for m in found}
 
 
 def aggregate(states) -> State:

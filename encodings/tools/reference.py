@@ -60,28 +60,13 @@ def options_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _state_meanings() -> dict[str, str]:
-    """The bullet list of :mod:`posenc.harness.states`' docstring: ``{state: meaning}``."""
-    meanings, current = {}, None
-    for line in (states.__doc__ or "").splitlines():
-        match = re.match(r"\* ``(.+?)``\s*-\s*(.*)", line.strip())
-        if match:
-            current = match.group(1)
-            meanings[current] = match.group(2)
-        elif current and line.startswith("  ") and line.strip():
-            meanings[current] += " " + line.strip()
-        elif not line.strip():
-            current = None
-    return meanings
-
-
 def states_markdown() -> str:
-    meanings = _state_meanings()
+    meanings = states.meanings()
     lines = ["| state | symbol | a person should | meaning |", "|---|---|---|---|"]
     for state in states.State:
         symbol = f"`{states.SYMBOLS[state]}`" if state in states.SYMBOLS else ""
         look = "look at it" if state in states.SURPRISES else ""
-        meaning = meanings.get(state.value, "").replace("``", "`").rstrip(";.")
+        meaning = meanings.get(state.value, "")
         lines.append(f"| `{state.value}` | {symbol} | {look} | {_cell(meaning)} |")
     return "\n".join(lines) + "\n"
 
