@@ -8,7 +8,6 @@
   which no declaration excuses: the contract reads FAIL.
 """
 
-
 import posenc
 from posenc import RotaryEmbedding
 
