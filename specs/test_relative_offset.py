@@ -8,7 +8,9 @@ protocol in one batch whose rows have different positions ``m_j, n_j`` (row ``b`
 ``m_j − n_j`` too, so a RoPE that takes every row's angles from row 0 gives other logits, as
 does one that rotates k backwards. Invariance alone is passed by an encoder that ignores
 positions, so the logits must also change when q moves 37 positions away from k. The pinned
-examples put the batched positions far outside any small table, at strides that are no power of two.
+examples put the batched positions far outside any small table, at strides that are no power of
+two, and put pairs of one row on both sides of 4096 and of 10^4, where a table read modulo its
+length wraps.
 """
 
 import pytest
@@ -47,6 +49,10 @@ def offset_logit_error(record, module, dtype, device, seed, m, n, stride):
 @example(seed=0, m=[0, 1, 2, 3, 5, 8], n=[0, 0, 1, 7, 3, 2], stride=4096)
 @example(seed=1, m=[3, 9, 17, 30, 40, 60], n=[1, 12, 16, 31, 2, 63], stride=70)
 @example(seed=2, m=[5, 0, 33, 2, 19, 7], n=[0, 21, 3, 2, 40, 11], stride=9001)  # rows far apart, no power of two
+# pairs of one row on both sides of a large power of two (a table read modulo 4096 wraps there) and of
+# a round number that is none (10^4); far positions are ROPE-10a's
+@example(seed=3, m=[4094, 4095, 4096, 4097, 4100, 4090], n=[4096, 4090, 4095, 4098, 4093, 4101], stride=70)
+@example(seed=4, m=[9998, 9999, 10000, 10003, 9990, 10001], n=[10000, 9997, 9999, 10004, 10001, 9985], stride=9001)
 def test_logits_depend_only_on_offset(record, dtype, device, seed, m, n, stride):
     cap = s.position_cap(record, 10**7)
     m, n = (torch.tensor(v, device=device).clamp(max=cap // 2) for v in (m, n))

@@ -3,7 +3,9 @@
 The cheap cases are mutants (``tests/mutants/``: ``learnable_reads_next_row`` for ABS-1,
 ``linear_attention_without_rotation`` for LIN-2, ``rope_claims_without_rotation_ignoring_positions``
 for ROPE-4 and ATT-4 on designs without ROPE-1, ``rope_positions_wrap_every_1024`` for pinned
-shifts that are multiples of a power of two), killed in ``tests/test_mutants.py``. LIN-1 is
+shifts that are multiples of a power of two, ``rope_positions_wrap_every_4096`` for pinned pairs
+across 4096, ``learnable_wrong_row_at_even_positions`` for ABS-1 read at a few rows only), killed
+in ``tests/test_mutants.py``. LIN-1 is
 measured (``-m perf``), so its case runs here: a softmax attention registered as linear. The
 gradient check, judged with a record's declared fp32 precision, keeps its teeth too.
 """

@@ -26,6 +26,21 @@ def learnable_reads_next_row(c):
     return placed(ReadsNextRow(c.max_len, c.d_model), c)
 
 
+class WrongRowAtEvenPositions(LearnablePositionalEmbedding):
+    def lookup(self, positions):
+        table = super().lookup(positions)  # validates the positions
+        late = (positions % 2 == 0) & (positions > 0)
+        shifted = torch.where(late, positions + 1, positions).clamp_max(self.max_len - 1)
+        return self.table[shifted.long()].to(table.dtype)
+
+
+@mutant("learnable", fails={"ABS-1"})
+def learnable_wrong_row_at_even_positions(c):
+    """learnable table read one row late at every even position after 0"""
+    # Passed an ABS-1 check that read rows 0, 5, 37 and 127 only; caught now that every row is read.
+    return placed(WrongRowAtEvenPositions(c.max_len, c.d_model), c)
+
+
 class LinearAttentionWithoutRotation(LinearAttentionRoPE):
     def attend(self, q, k, v, positions=None, *, offset=0):
         resolve_positions(q.shape[0], q.shape[1], positions, offset, q.device)  # validated, then unused
@@ -84,6 +99,23 @@ def rope_positions_wrap_every_1024(c):
     """a 1024-row table read modulo its length: positions wrap"""
     # Passed pinned shifts that are multiples of a power of two (4096); caught at strides 70 and 9001.
     return rope(WrapsEvery1024, c)
+
+
+class WrapsEvery4096(SteppedRotary):
+    def positions(self, x, positions, offset):
+        return super().positions(x, positions, offset) % 4096
+
+
+@mutant(
+    "rope_interleaved",
+    fails={"ROPE-1", "ROPE-4", "ROPE-8"},
+    why="past 4096 the map is R_(p mod 4096): " + VALUE_WRONG + ", and pinned pairs of one row on both "
+    "sides of 4096 see the wrap: ROPE-4",
+)
+def rope_positions_wrap_every_4096(c):
+    """a 4096-row table read modulo its length: positions wrap"""
+    # Passed ROPE-4 but on lucky draws: no pinned example crossed a multiple of 4096 (ROPE-8 caught it).
+    return rope(WrapsEvery4096, c)
 
 
 class TurnsBackwards(SteppedRotary):
