@@ -24,34 +24,34 @@ from posenc.harness.states import State
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_specs(tmp_path, *options) -> tuple[dict, str]:
+    """``pytest specs OPTIONS`` in a subprocess, without the user's POSENC_* variables: its report and stdout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", *options,
+               "--matrix-dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
+    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((runs[-1] / "verdicts.json").read_text()), result.stdout[-3000:]
+
+
 @pytest.mark.timeout(900)
 def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-m", "perf",
-               "-k", "test_linear_attention_time_is_linear_in_length",
-               "--plugin", "tests/plugins/softmax_as_linear.py",
-               "--encoders", "softmax_attention_as_linear,linear_attention_rope", "--matrix-dir", str(tmp_path)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    report = tmp_path / "runs"
-    runs = sorted(report.iterdir()) if report.exists() else []
-    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
-    matrix = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]
-    assert matrix["LIN-1"]["softmax_attention_as_linear"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]
+    report, out = run_specs(tmp_path, "-m", "perf", "-k", "test_linear_attention_time_is_linear_in_length",
+                            "--plugin", "tests/plugins/softmax_as_linear.py",
+                            "--encoders", "softmax_attention_as_linear,linear_attention_rope")
+    matrix = report["matrix"]
+    assert matrix["LIN-1"]["softmax_attention_as_linear"] == State.UNEXPECTEDLY_FAILING, out
     # only LIN-1's perf spec was selected: the cell is partial, never FAIL
-    assert matrix["LIN-1"]["linear_attention_rope"] == State.HOLDS_PARTIAL, result.stdout[-3000:]
+    assert matrix["LIN-1"]["linear_attention_rope"] == State.HOLDS_PARTIAL, out
 
 
 @pytest.mark.timeout(900)
 def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-m", "perf",
-               "-k", "test_rope_overhead_inside_attention_is_small or test_forward_time_ranks_as_the_documents_table",
-               "--plugin", "tests/plugins/noisy_timer.py", "--matrix-dir", str(tmp_path)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
-    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
-    data = json.loads((runs[-1] / "verdicts.json").read_text())
-    judged = {(o["claim"], o["encoder"]): (o["state"], o["message"]) for o in data["outcomes"]}
+    report, _ = run_specs(tmp_path, "-m", "perf", "-k",
+                          "test_rope_overhead_inside_attention_is_small or test_forward_time_ranks_as_the_documents_table",
+                          "--plugin", "tests/plugins/noisy_timer.py")
+    judged = {(o["claim"], o["encoder"]): (o["state"], o["message"]) for o in report["outcomes"]}
     timing = {cell: state for cell, state in judged.items() if cell[0] in ("ROPE-12", "PERF-1")}
     assert {claim for claim, _ in timing} == {"ROPE-12", "PERF-1"}, judged
     assert {state for state, _ in timing.values()} == {State.UNDECIDED}, timing
@@ -62,29 +62,20 @@ def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_pat
 def test_the_gradient_check_takes_fp32_computation_as_declared_and_keeps_its_teeth(tmp_path):
     """float64 input computed in fp32 (declared by angle_dtype): an exact gradient holds, where finite
     differences at float64's step read it as FAIL; a backward that rotates by R_p instead of R_pᵀ fails."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "-k", "test_gradcheck_in_float64",
-               "--plugin", "tests/plugins/fp32_compute.py", "--encoders", "rope_float64_in_fp32*",
-               "--matrix-dir", str(tmp_path)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
-    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
-    contract = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]["contract"]
-    assert contract["rope_float64_in_fp32"] == State.HOLDS_PARTIAL, result.stdout[-3000:]  # one contract spec ran
-    assert contract["rope_float64_in_fp32_wrong_backward"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]
+    report, out = run_specs(tmp_path, "-k", "test_gradcheck_in_float64", "--plugin", "tests/plugins/fp32_compute.py",
+                            "--encoders", "rope_float64_in_fp32*")
+    contract = report["matrix"]["contract"]
+    assert contract["rope_float64_in_fp32"] == State.HOLDS_PARTIAL, out  # one contract spec ran
+    assert contract["rope_float64_in_fp32_wrong_backward"] == State.UNEXPECTEDLY_FAILING, out
 
 
 @pytest.mark.timeout(900)
 def test_right_aligned_positions_are_a_missing_error_and_truncated_ones_garbage(tmp_path):
     """x-transformers' documented right-alignment of longer position ids is excused by a record that
     declares it validates no input; cutting them from the left is silent garbage whatever it declares."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider",
-               "-k", "test_rejects_positions_of_wrong_shape", "--plugin", "tests/plugins/right_aligned.py",
-               "--encoders", "rope_right_aligned,rope_left_truncated", "--matrix-dir", str(tmp_path)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
-    assert runs, result.stdout[-3000:] + result.stderr[-3000:]
-    contract = json.loads((runs[-1] / "verdicts.json").read_text())["matrix"]["contract"]
-    assert contract["rope_right_aligned"] == State.REFUTED, result.stdout[-3000:]
-    assert contract["rope_left_truncated"] == State.UNEXPECTEDLY_FAILING, result.stdout[-3000:]
+    report, out = run_specs(tmp_path, "-k", "test_rejects_positions_of_wrong_shape",
+                            "--plugin", "tests/plugins/right_aligned.py",
+                            "--encoders", "rope_right_aligned,rope_left_truncated")
+    contract = report["matrix"]["contract"]
+    assert contract["rope_right_aligned"] == State.REFUTED, out
+    assert contract["rope_left_truncated"] == State.UNEXPECTEDLY_FAILING, out

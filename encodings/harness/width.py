@@ -7,6 +7,7 @@ The width is ``$COLUMNS`` when set, else the terminal's own when output is a ter
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 import textwrap
@@ -47,8 +48,6 @@ def wrap_command(command: str, width: int, indent: str = "    ") -> list[str]:
     trailing `` \\``, so that it still pastes as one command; a trailing ``# comment`` goes on a
     line of its own. A single word longer than the line (a node id) is never broken: it would no
     longer paste."""
-    import shlex
-
     code, hash_, comment = command.partition("  # ")
     try:
         words = [shlex.quote(w) for w in shlex.split(code)]

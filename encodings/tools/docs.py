@@ -11,8 +11,10 @@ every declared refutation, and every "holds" is a passing spec.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -108,9 +110,6 @@ class SectionUnavailable(RuntimeError):
 
 def identify_example_markdown() -> str:
     """identify's report on transformers' Llama 3.1 RoPE (the ecosystem extra), up to its plug-in file."""
-    import importlib.util
-    import subprocess
-
     if importlib.util.find_spec("transformers") is None:
         raise SectionUnavailable("identify-example needs transformers: pip install -e '.[ecosystem]'")
     done = subprocess.run([sys.executable, "-m", "posenc", "identify", *IDENTIFY_EXAMPLE], capture_output=True,
@@ -133,12 +132,10 @@ LENGTH_EXPERIMENT = Path("docs/measurements/length-experiment.json")
 
 def length_experiment_markdown(path: Path = LENGTH_EXPERIMENT) -> str:
     """The committed run's tables and verdicts (``results.md`` below its title, headings one level down)."""
-    import re as _re
-
     from posenc.experiments.length_extrapolation.outputs import markdown_report
 
     report = markdown_report(json.loads(Path(path).read_text())).split("\n", 1)[1]
-    return _re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", report.strip("\n"), flags=_re.MULTILINE) + "\n"
+    return re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", report.strip("\n"), flags=re.MULTILINE) + "\n"
 
 
 #: Sections whose figures are measured, not derived: they may differ in the last digits between runs.
@@ -161,6 +158,7 @@ SECTIONS = {
     "ecosystem-table": ecosystem_table_markdown,
     "length-experiment": length_experiment_markdown,
     "suite-benchmark": suite_benchmark.table_markdown,
+    "suite-summary": suite_benchmark.summary_markdown,
 }
 README = Path("README.md")
 DOCS = Path("docs")

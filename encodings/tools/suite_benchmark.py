@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -105,6 +106,18 @@ def table_markdown(path: Path = MEASUREMENTS, top: int = 10) -> str:
     for (family, f_s), (encoder, e_s) in zip(families, encoders):
         lines.append(f"| `{family}` | {f_s:.1f} | `{encoder}` | {e_s:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def summary_markdown(path: Path = MEASUREMENTS) -> str:
+    """One sentence for README: the default run's wall time, where it was measured."""
+    if not Path(path).exists():
+        return "(the default run's wall time is not measured yet: `python -m posenc suite-benchmark --write`)\n"
+    data = json.loads(Path(path).read_text())
+    median = statistics.median
+    text = (f"On {data['machine']} (torch {data['torch']}, {data['date']}) the default run of {data['encoders']} "
+            f"encoders takes {median(data['serial']):.0f} s serially and {median(data['n2']):.0f} s with `-n 2`, "
+            "start-up included (`python -m posenc suite-benchmark`).")
+    return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

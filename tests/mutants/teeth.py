@@ -84,9 +84,15 @@ def rope_ignoring_positions(c):
     return placed(Identity(c.head_dim), c)
 
 
-class WrapsEvery1024(SteppedRotary):
+class WrapsEvery(SteppedRotary):
+    """Positions read modulo a table's length ``period``."""
+
+    def __init__(self, head_dim, *, period: int, **options):
+        super().__init__(head_dim, **options)
+        self.period = period
+
     def positions(self, x, positions, offset):
-        return super().positions(x, positions, offset) % 1024
+        return super().positions(x, positions, offset) % self.period
 
 
 @mutant(
@@ -98,12 +104,7 @@ class WrapsEvery1024(SteppedRotary):
 def rope_positions_wrap_every_1024(c):
     """a 1024-row table read modulo its length: positions wrap"""
     # Passed pinned shifts that are multiples of a power of two (4096); caught at strides 70 and 9001.
-    return rope(WrapsEvery1024, c)
-
-
-class WrapsEvery4096(SteppedRotary):
-    def positions(self, x, positions, offset):
-        return super().positions(x, positions, offset) % 4096
+    return rope(WrapsEvery, c, period=1024)
 
 
 @mutant(
@@ -115,7 +116,7 @@ class WrapsEvery4096(SteppedRotary):
 def rope_positions_wrap_every_4096(c):
     """a 4096-row table read modulo its length: positions wrap"""
     # Passed ROPE-4 but on lucky draws: no pinned example crossed a multiple of 4096 (ROPE-8 caught it).
-    return rope(WrapsEvery4096, c)
+    return rope(WrapsEvery, c, period=4096)
 
 
 class TurnsBackwards(SteppedRotary):
