@@ -119,3 +119,14 @@ def test_a_failing_run_prints_about_sixty_lines_per_encoder(defective):
     assert len(lines) <= LINES_PER_ENCODER * len(names), f"{len(lines)} lines for {len(names)} encoders"
     summary = [line for line in lines if line.startswith(("FAIL ", "CRASH ", "F+CR "))]
     assert len(summary) == sum(len(claims) for claims in defective[1].EXPECTED_FAILURES.values()), summary
+
+
+def test_an_offset_only_pair_library_is_reached_through_its_offset_path(tmp_path):
+    """``module(q, k, offset=o)`` (``positions="offset"``, pair protocol): the correct one holds
+    everywhere, the one whose keys start at 0 fails exactly the relative-offset claims."""
+    names, module, verdicts, result, _ = _run(PLUGINS / "offset_pair.py", tmp_path)
+    for name in names:
+        failing = {c for c, row in verdicts["matrix"].items() if row[name] == State.UNEXPECTEDLY_FAILING}
+        others = {c: row[name] for c, row in verdicts["matrix"].items()
+                  if row[name] in SURPRISES and row[name] != State.UNEXPECTEDLY_FAILING}
+        assert (failing, others) == (module.EXPECTED_FAILURES[name], {}), (name, result.stdout[-3000:])

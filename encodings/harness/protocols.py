@@ -51,6 +51,8 @@ class ProtocolSubject(nn.Module):
         self.record, self.library = record, library
 
     def pair(self, q, k, q_positions, k_positions):
+        if self.record.calling.protocol == "pair" and self.record.calling.positions == "offset":
+            return self._pair_by_offset(q, k, q_positions, k_positions)
         if self.record.calling.protocol == "pair":
             return self.library(q, k, q_positions, k_positions)
         if q_positions is k_positions or (q.shape[:2] == k.shape[:2] and torch.equal(q_positions, k_positions)):
@@ -62,9 +64,39 @@ class ProtocolSubject(nn.Module):
         k_cos, k_sin = _call_ending_at(self.library, k, k_positions, last)
         return self.record.calling.apply(q, q, q_cos, q_sin)[0], self.record.calling.apply(k, k, k_cos, k_sin)[1]
 
+    def _pair_by_offset(self, q, k, q_positions, k_positions):
+        """``module(q, k, offset=o)``, a library that takes q and k together at one start offset:
+        q and k at the same positions share calls; otherwise each side is its own call (the other
+        side a copy), one call per row whose positions are contiguous, one per token otherwise."""
+        if q.shape[:2] == k.shape[:2] and torch.equal(q_positions, k_positions):
+            return _by_offset(lambda a, b, o: self.library(a, b, offset=o), (q, k), q_positions)
+        q_out = _by_offset(lambda a, o: self.library(a, a, offset=o)[0], (q,), q_positions)[0]
+        k_out = _by_offset(lambda b, o: self.library(b, b, offset=o)[1], (k,), k_positions)[0]
+        return q_out, k_out
+
     def forward(self, x, positions=None, offset=0):
         p = _positions(x, positions, offset)
         return self.pair(x, x, p, p)[0]
+
+
+def _by_offset(call, tensors: tuple, positions: torch.Tensor) -> tuple:
+    """``call(*tensors, offset)`` at explicit ``(batch, seq)`` positions: one call per row whose
+    positions are contiguous, one call per token otherwise; the outputs stacked back."""
+    positions, outputs = _rows(tensors[0], positions), []
+    for b in range(tensors[0].shape[0]):
+        row = positions[min(b, positions.shape[0] - 1)]
+        start = int(row[0]) if row.numel() else 0
+        if torch.equal(row.cpu(), torch.arange(start, start + len(row))):
+            out = call(*(t[b : b + 1] for t in tensors), start)
+        else:
+            tokens = [call(*(t[b : b + 1, j : j + 1] for t in tensors), int(row[j])) for j in range(len(row))]
+            out = tuple(torch.cat(parts, dim=1) for parts in zip(*(_as_tuple(t) for t in tokens), strict=True))
+        outputs.append(_as_tuple(out))
+    return tuple(torch.cat(parts) for parts in zip(*outputs, strict=True))
+
+
+def _as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def _rows(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -88,17 +120,7 @@ class OffsetSubject(nn.Module):
     def forward(self, x, positions=None, offset=0):
         if positions is None:
             return self.library(x, offset=offset)
-        p = _rows(x, positions)
-        rows = []
-        for b in range(x.shape[0]):
-            row = p[min(b, p.shape[0] - 1)]
-            start = int(row[0]) if row.numel() else 0
-            if torch.equal(row.cpu(), torch.arange(start, start + len(row))):
-                rows.append(self.library(x[b : b + 1], offset=start))
-            else:
-                rows.append(torch.cat([self.library(x[b : b + 1, j : j + 1], offset=int(row[j]))
-                                       for j in range(len(row))], dim=1))
-        return torch.cat(rows)
+        return _by_offset(lambda a, o: self.library(a, offset=o), (x,), positions)[0]
 
 
 #: Zero-padded input one prefix call may hold: sequences of one length share a call up to this.

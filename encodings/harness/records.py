@@ -270,8 +270,9 @@ class EncoderRecord:
     * ``bias``: ``module(q_positions, k_positions=None) -> (heads, q_len, k_len)``, a bias added to the
       attention logits (ALiBi).
 
-    ``positions="offset"``: the encoder takes ``module(x, offset=0)`` only (no explicit positions);
-    the harness reaches explicit positions through that offset path, row by row or token by token.
+    ``positions="offset"``: the encoder takes ``module(x, offset=0)`` (``module(q, k, offset=0)`` for
+    the pair protocol) only, no explicit positions; the harness reaches explicit positions through
+    that offset path, row by row or token by token.
     ``positions="none"``: the encoder takes ``module(x)`` alone (positions ``0 … seq − 1``, as the
     documents' snippets); the harness reaches position ``p`` through a zero prefix of ``p`` tokens.
 
@@ -338,10 +339,10 @@ class EncoderRecord:
         if calling.protocol != "single" and (self.kind != "rotary" or calling.input_layout != "bshd"):
             raise ValueError(f"{self.name}: the {calling.protocol} protocol is for rotary encoders on "
                              "(batch, seq, heads, head_dim)")
-        if calling.positions not in ("any", "offset", "none") or (
-                calling.positions != "any" and calling.protocol != "single"):
-            raise ValueError(f"{self.name}: positions must be 'any', or 'offset' or 'none' for the single protocol, "
-                             f"got {calling.positions!r}")
+        if calling.positions not in ("any", "offset", "none") or (calling.positions, calling.protocol) in (
+                ("none", "pair"), ("none", "cos_sin"), ("offset", "cos_sin")):
+            raise ValueError(f"{self.name}: positions must be 'any', 'offset' (single or pair protocol) or 'none' "
+                             f"(single protocol), got {calling.positions!r} for the {calling.protocol} protocol")
         if calling.positions == "none" and self.kind == "attention":
             raise ValueError(f"{self.name}: positions='none' is reached by a zero prefix, exact only for per-token "
                              "encoders; an attention module gives attend(..., offset=) instead")
