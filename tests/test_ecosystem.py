@@ -136,6 +136,30 @@ def test_identify_names_transformers_rope_types_from_the_raw_library_functions(r
         assert found.parameters[key] == pytest.approx(value, rel=1e-6), found.report()
 
 
+@pytest.mark.parametrize("rope_parameters, family, parameters", [
+    ({"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+      "original_max_position_embeddings": 8192}, "llama3",
+     {"factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0, "original_max_position": 8192}),  # Llama 4
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 131072, "truncate": False}, "yarn",
+     {"factor": 4.0, "original_max_position": 131072, "truncate": False}),
+])
+def test_identify_names_llama4_and_untruncated_yarn_as_transformers_computes_them(rope_parameters, family, parameters):
+    """Settings the schedules once could not express: transformers' own θ, named with every parameter."""
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    from posenc.harness.identification import identify
+
+    config = LlamaConfig(hidden_size=256, num_attention_heads=4, rope_parameters={**rope_parameters, "rope_theta": 10000.0},
+                         max_position_embeddings=int(rope_parameters["factor"] * rope_parameters[
+                             "original_max_position_embeddings"]))
+    found = identify(LlamaRotaryEmbedding(config), protocol="cos_sin", head_dim=64,
+                     apply=lambda q, k, cos, sin: apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2))
+    assert (found.family, found.parameters) == (family, {**parameters, "base": 10000.0}), found.report()
+
+
 def test_identify_reads_torchtune_and_x_transformers_raw():
     for library in ("torchtune", "x-transformers"):
         if not support.available(library):

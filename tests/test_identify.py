@@ -223,8 +223,9 @@ def test_identify_names_theta_rounded_by_a_cast_and_judges_the_intended_schedule
     shown = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:rope", "--protocol", "cos_sin",
                             "--apply", "apply"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    frequencies = next(line for line in shown.stdout.splitlines() if line.startswith("frequencies:"))
-    assert "default (base=10000)" in frequencies and "ANOMALY: θ rounded to bfloat16" in frequencies, frequencies
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("frequencies:"))
+    assert "default (base=10000)" in lines[at] and "ANOMALY:       θ rounded to bfloat16" in lines[at + 1], lines[at:at + 2]
     ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
                           f"{target}:rope", "--identify-protocol", "cos_sin", "--identify-apply", "apply",
                           "--encoders", "identified_rope", "-k", "test_equals_complex_multiplication",
@@ -232,3 +233,122 @@ def test_identify_names_theta_rounded_by_a_cast_and_judges_the_intended_schedule
                          timeout=600)
     matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
     assert matrix["ROPE-8"]["identified_rope"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]  # θ_i of the formula
+
+
+WRONG_SCHEDULES = '''
+import posenc
+from posenc.encoders.scaling import frequencies as schedules
+
+
+def _inverted_ramp(d, base):
+    plain = schedules.default(d, base)
+    keep = (schedules.yarn(d, base, factor=4.0, original_max_position=2048) * 4 - plain) / (plain * 3)
+    return plain * (1 - keep) + plain / 4 * keep  # fast pairs interpolated, slow ones kept
+
+
+inverted_yarn = posenc.RotaryEmbedding(16, frequencies=_inverted_ramp)
+fraction_ignored = posenc.RotaryEmbedding(16)
+yarn = posenc.RotaryEmbedding(16, frequencies=lambda d, b: schedules.yarn(d, b, factor=4.0, original_max_position=2048))
+'''
+
+
+def _identify_cli(target, *options):
+    return subprocess.run([sys.executable, "-m", "posenc", "identify", target, *options], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_expect_catches_a_consistent_rotation_with_the_wrong_schedule_or_width(tmp_path):
+    """An inverted YaRN ramp and an ignored rotary fraction are rotations, so every claim holds for
+    the measured geometry; ``--expect`` compares with what the library documents instead."""
+    target = tmp_path / "wrong_schedules.py"
+    target.write_text(WRONG_SCHEDULES)
+    inverted = _identify_cli(f"{target}:inverted_yarn", "--expect", "yarn:factor=4,original_max_position=2048")
+    assert inverted.returncode == 1 and "MISMATCH:      θ differs at pairs" in inverted.stdout, inverted.stdout
+    assert "partial(schedules.yarn, factor=4, original_max_position=2048)" in inverted.stdout  # judged against it
+    ignored = _identify_cli(f"{target}:fraction_ignored", "--expect", "default:rotary_fraction=0.5")
+    assert ignored.returncode == 1 and "rotated width: measured 16 of 16, documented 8" in ignored.stdout
+    right = _identify_cli(f"{target}:yarn", "--expect", "yarn:factor=4,original_max_position=2048")
+    assert right.returncode == 0 and "yarn:factor=4,original_max_position=2048: matches" in right.stdout
+    unknown = _identify_cli(f"{target}:yarn", "--expect", "yarm:factor=4")
+    assert unknown.returncode == 2 and "unknown family 'yarm'" in unknown.stderr
+    ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
+                          f"{target}:inverted_yarn", "--identify-expect", "yarn:factor=4,original_max_position=2048",
+                          "--encoders", "identified_inverted_yarn", "-k", "test_equals_complex_multiplication",
+                          "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
+    assert matrix["ROPE-8"]["identified_inverted_yarn"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]
+
+
+@pytest.mark.parametrize("schedule, family, parameters", [
+    ("yarn", "yarn", {"factor": 4.0, "original_max_position": 131072}),  # past the old grid's 32768
+    ("yarn", "yarn", {"factor": 40.0, "original_max_position": 4096, "truncate": False}),
+    ("llama3", "llama3", {"factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                          "original_max_position": 8192}),  # Llama 4: one edge
+])
+def test_long_context_settings_are_named_with_their_parameters(schedule, family, parameters):
+    from functools import partial
+
+    from posenc.encoders.scaling import frequencies as schedules
+
+    rope = posenc.RotaryEmbedding(64, frequencies=partial(getattr(schedules, schedule), **parameters))
+    found = identify(lambda x, p: rope(x, p), head_dim=64, base=10000.0)
+    assert found.family == family and found.parameters == {**parameters, "base": 10000.0}, found.report()
+
+
+def test_a_fitted_parameter_keeps_every_digit_the_measurement_supports():
+    """A factor of 4.87605 rounded to 4.876 turns the angle at position 5000 by about 1e-2 rad."""
+    rope = posenc.RotaryEmbedding(16, scaling_factor=4.87605)
+    found = identify(lambda x, p: rope(x, p), head_dim=16)
+    assert found.parameters == {"factor": 4.87605, "base": 10000.0}, found.report()
+    assert "scaling_factor=4.87605" in found.geometry_code()
+    from functools import partial
+
+    from posenc.encoders.scaling import frequencies as schedules
+
+    ntk = posenc.RotaryEmbedding(16, frequencies=partial(schedules.ntk_aware, factor=4.87605))
+    found = identify(lambda x, p: ntk(x, p), head_dim=16, base=10000.0)
+    fitted = schedules.default(16, found.parameters["base"])
+    assert float((fitted - schedules.ntk_aware(16, 10000.0, factor=4.87605)).abs().max()) * 5000 < 1e-5
+
+
+def test_a_cos_sin_pair_that_is_no_rotation_is_an_anomaly_not_xpos():
+    """sin at half its size: each pair's map is a scaled rotation whose scale oscillates with the angle."""
+
+    def half_sine(x, positions):
+        theta = 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+        angles = positions.to(torch.float64)[..., None] * theta
+        angles = torch.cat((angles, angles), -1)
+        return angles.cos().to(x.dtype), (0.5 * angles.sin()).to(x.dtype)
+
+    found = identify(half_sine, protocol="cos_sin", head_dim=16, apply=posenc.apply_rotary_cos_sin)
+    assert found.not_rotation and "no constant or geometric scale" in found.not_rotation, found.report()
+    assert "xPos" not in found.report() and "ANOMALY:       not a rotation" in found.report()
+    from posenc.harness.identification import identified_record
+
+    assert identified_record(found, "r", build=None, protocol="cos_sin", apply=posenc.apply_rotary_cos_sin) \
+        .claims["ROPE-3"].status == State.HOLDS  # a defect is not declared away
+    _, xpos = _identified("rope_xpos")
+    assert xpos.not_rotation is None and "geometrically (xPos-like)" in xpos.report()
+
+
+def test_the_concatenated_layout_reads_its_angle_precision():
+    """litgpt's interleaved variant leaves its outputs de-interleaved: the precision is read on the
+    rotation, not on the output permutation (once read as a 3.08 rad phase error)."""
+    _, found = _identified("rope_concatenated")
+    assert found.layout == "concatenated"
+    assert all("fp32 or wider" in said for said in found.precision.values()), found.precision
+
+
+def test_a_custom_familys_plugin_declares_the_measured_frequencies():
+    def linear_frequencies(x, positions):
+        theta = 1.0 / (1.0 + torch.arange(8, dtype=torch.float64))
+        angles = positions.to(torch.float64)[:, None] * theta
+        a, b = x[..., 0::2], x[..., 1::2]
+        cos, sin = angles.cos()[None, :, None], angles.sin()[None, :, None]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
+
+    found = identify(linear_frequencies, head_dim=16)
+    code = found.geometry_code()
+    assert "frequencies=lambda rotary_dim, base: torch.tensor([1.0, 0.5" in code, code
+    assert eval(code.split("frequencies=")[1].split(", magnitude")[0].split(", angle_dtype")[0])(16, 1.0)[1] == 0.5

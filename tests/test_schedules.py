@@ -53,3 +53,26 @@ def test_a_schedule_is_used_as_given_and_checked():
         posenc.RotaryEmbedding(D, frequencies=lambda d, b: torch.zeros(d // 2))
     with pytest.raises(ValueError, match="magnitude must be a finite positive number"):
         posenc.RotaryEmbedding(D, magnitude=0.0)
+
+
+def test_yarn_without_truncation_ramps_between_the_exact_correction_dimensions():
+    truncated = schedules.yarn(D, BASE, factor=4.0, original_max_position=2048)
+    exact = schedules.yarn(D, BASE, factor=4.0, original_max_position=2048, truncate=False)
+    assert torch.equal(truncated[[0, -1]], exact[[0, -1]]) and not torch.equal(truncated, exact)
+    low = schedules._correction_dim(32.0, D, BASE, 2048)
+    high = schedules._correction_dim(1.0, D, BASE, 2048)
+    keep = 1 - ((torch.arange(D // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    plain = schedules.default(D, BASE)
+    assert torch.allclose(exact, plain / 4 * (1 - keep) + plain * keep, rtol=1e-15)
+
+
+def test_llama3_with_equal_factors_has_one_edge_and_no_band_between():
+    """Llama 4's setting: low_freq_factor == high_freq_factor; wavelengths past L/factor are scaled."""
+    plain = schedules.default(D, BASE)
+    llama = schedules.llama3(D, BASE, factor=16.0, low_freq_factor=1.0, high_freq_factor=1.0,
+                             original_max_position=256)
+    long = 2 * math.pi / plain > 256
+    assert bool(long.any()) and bool((~long).any())
+    assert torch.equal(llama[~long], plain[~long]) and torch.equal(llama[long], plain[long] / 16)
+    with pytest.raises(ValueError, match="low_freq_factor <= high_freq_factor"):
+        schedules.llama3(D, BASE, low_freq_factor=4.0, high_freq_factor=1.0)

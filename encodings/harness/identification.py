@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import torch
@@ -32,15 +32,23 @@ import torch
 from ..encoders.scaling import frequencies as schedules
 from .declarations import rotary_claims
 from .records import EncoderRecord, RotaryGeometry, not_applicable, refuted
+from .width import terminal_width, wrap_all
 
 #: Where θ is refined (past most tables, inside a trained length of 128) and where length dependence is probed.
 FINE, FAR = 64, 4096
 #: Relative agreement a measured θ needs with a family's to be named after it.
 FAMILY_RTOL = 1e-4
+#: The relative noise of a θ measured from fp32 outputs: rounding a fitted parameter may cost no more.
+MEASUREMENT_RTOL = 2e-7
 #: A magnitude further than this from 1 (relative) is a scale the record declares.
 SCALE_RTOL = 1e-5
-YARN_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0, 40.0, 64.0) for L in (512, 1024, 2048, 4096, 8192, 32768)]
-LLAMA3_GRID = [(s, L) for s in (2.0, 4.0, 8.0, 16.0, 32.0) for L in (2048, 4096, 8192, 16384, 32768)]
+#: Original lengths a YaRN or Llama 3 fit tries: powers of two first (the usual settings), then
+#: every multiple of 1024 up to 2^17 (DeepSeek's 4096·40, Qwen's 32768·4 and the rest).
+ORIGINAL_LENGTHS = tuple(dict.fromkeys([2**k for k in range(8, 21)] + [1024 * m for m in range(1, 129)]))
+#: Factors tried besides the one the slowest pair gives.
+FACTORS = (2.0, 4.0, 8.0, 16.0, 32.0, 40.0, 64.0)
+#: Llama 3's (low_freq_factor, high_freq_factor) settings: Llama 3.x, Llama 4 (one edge), others.
+LLAMA3_BANDS = ((1.0, 4.0), (1.0, 1.0), (1.0, 2.0), (2.0, 4.0))
 
 
 @dataclass
@@ -59,6 +67,7 @@ class Identification:
     state: str = "not checked"
     limit: str = "not checked"
     rounded_to: str | None = None  # the half-precision dtype θ was rounded to (a cast float buffer): a defect
+    not_rotation: str | None = None  # why the map is no (scaled) rotation of its pairs: a defect
 
     def report(self) -> str:
         shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
@@ -66,18 +75,20 @@ class Identification:
             f"layout:          {self.layout} (pairs of the rotated width {self.rotary_dim} of head_dim {self.head_dim})",
             f"partial rotary:  {self.rotary_dim}/{self.head_dim} rotated"
             + ("" if self.rotary_dim == self.head_dim else f" ({self.head_dim - self.rotary_dim} unrotated)"),
-            f"frequencies:     {self.family}" + (f" ({shown})" if shown else "")
-            + (f"  ANOMALY: θ rounded to {self.rounded_to}, a defect: judged against the unrounded schedule"
-               if self.rounded_to else ""),
+            f"frequencies:     {self.family}" + (f" ({shown})" if shown else ""),
+            *([f"  ANOMALY:       θ rounded to {self.rounded_to}, a defect: judged against the unrounded schedule"]
+              if self.rounded_to else []),
             f"  θ_i measured:  {', '.join(f'{t:.6g}' for t in self.theta[:8])}{' …' if len(self.theta) > 8 else ''}",
             f"scale:           {self.magnitude:.6g} at position 0"
-            + (", changing with position (xPos-like)" if self.scale_by_position else ", constant in position")
+            + (", changing with position" + ("" if self.not_rotation else " geometrically (xPos-like)")
+               if self.scale_by_position else ", constant in position")
             + ("; q and k scaled differently" if self.q_and_k_differ else ""),
+            *([f"  ANOMALY:       not a rotation: {self.not_rotation}"] if self.not_rotation else []),
         ]
         lines += [f"angles, {dtype}:{' ' * max(1, 8 - len(dtype))}{said}" for dtype, said in self.precision.items()]
         lines += [f"state:           {self.state}", f"limits:          {self.limit}"]
         lines += [f"note:            {note}" for note in self.notes]
-        return "\n".join(lines)
+        return "\n".join(wrap_all(lines, terminal_width(), " " * 17))
 
     def geometry_code(self) -> str:
         """The ``RotaryGeometry`` a record should declare, as Python source."""
@@ -88,14 +99,21 @@ class Identification:
 
 #: How each named family's parameters become geometry fields: ``{field: (value, source)}``.
 FAMILY_FIELDS = {
-    "default": lambda p: {"base": (p["base"], f"{p['base']:g}")},  # a rounded θ: the schedule it was meant to be
-    "linear": lambda p: {"scaling_factor": (p["factor"], f"{p['factor']:g}"), "base": (p["base"], f"{p['base']:g}")},
+    "default": lambda p: {"base": (p["base"], _source(p["base"]))},  # a rounded θ: the schedule it was meant to be
+    "linear": lambda p: {"scaling_factor": (p["factor"], _source(p["factor"])), "base": (p["base"], _source(p["base"]))},
     **{family: (lambda p, family=family: {
         "frequencies": (partial(getattr(schedules, family), **{k: v for k, v in p.items() if k != "base"}),
-                        f"partial(schedules.{family}, " + ", ".join(f"{k}={v:g}" for k, v in p.items() if k != "base")
-                        + ")"),
-        "base": (p["base"], f"{p['base']:g}")}) for family in ("yarn", "llama3")},
+                        f"partial(schedules.{family}, "
+                        + ", ".join(f"{k}={_source(v)}" for k, v in p.items() if k != "base") + ")"),
+        "base": (p["base"], _source(p["base"]))}) for family in ("yarn", "llama3", "ntk_aware")},
 }
+
+
+def _source(value) -> str:
+    """A parameter as Python source, every digit kept (``4.87605``, ``10000``, ``True``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
 
 
 def geometry_fields(found: Identification) -> dict[str, tuple[object, str]]:
@@ -115,6 +133,88 @@ def geometry_fields(found: Identification) -> dict[str, tuple[object, str]]:
     fields["magnitude"] = (found.magnitude, f"{found.magnitude:.6g}")  # the measured value, always
     fields["angle_dtype"] = (torch.float32, "torch.float32")
     return fields
+
+
+# ---------------------------------------------------------------- what the library documents
+
+#: The families ``--expect`` names, each with the base it takes when none is given.
+EXPECTABLE = {"default": 10000.0, "linear": 10000.0, "ntk_aware": 10000.0, "yarn": 10000.0, "llama3": 500000.0}
+#: Geometry keys ``--expect`` takes besides the family's own parameters.
+EXPECT_GEOMETRY = ("base", "rotary_fraction", "layout")
+
+
+def parse_expected(spec: str) -> tuple[str, dict]:
+    """``FAMILY[:key=value,...]`` (``yarn:factor=4,original_max_position=2048,rotary_fraction=0.5``)
+    as (family, parameters); numbers, ``True``/``False`` and layout names are read as such."""
+    family, _, rest = spec.partition(":")
+    if family not in EXPECTABLE:
+        raise ValueError(f"--expect: unknown family {family!r}; known: {', '.join(EXPECTABLE)}")
+    parameters = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise ValueError(f"--expect: give key=value, got {item!r}")
+        parameters[key.strip()] = {"True": True, "False": False}.get(value, value) if not _is_number(value) \
+            else (int(value) if value.lstrip("-").isdigit() else float(value))
+    try:
+        expected_theta(family, parameters, 16)
+    except TypeError as error:
+        raise ValueError(f"--expect {spec}: {error}") from None
+    return family, parameters
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def expected_theta(family: str, parameters: dict, rotary_dim: int) -> torch.Tensor:
+    """θ of the documented schedule (float64) at ``rotary_dim``."""
+    schedule = {k: v for k, v in parameters.items() if k not in EXPECT_GEOMETRY}
+    base = float(parameters.get("base", EXPECTABLE[family]))
+    if family == "linear":
+        factor = schedule.pop("factor")
+        if schedule:
+            raise TypeError(f"linear takes factor only, got {sorted(schedule)}")
+        return schedules.default(rotary_dim, base) / factor
+    return getattr(schedules, family)(rotary_dim, base, **schedule)
+
+
+def expected_identification(found: Identification, family: str, parameters: dict) -> Identification:
+    """What the library documents, as an identification: the measured one with the documented
+    schedule, rotated width and layout (what ``--identify-expect`` judges the target against)."""
+    rotary_dim = 2 * round(found.head_dim * float(parameters.get("rotary_fraction", 1.0)) / 2)
+    layout = str(parameters.get("layout", found.layout))
+    parameters = {k: v for k, v in parameters.items() if k not in ("rotary_fraction", "layout")}
+    parameters.setdefault("base", EXPECTABLE[family])
+    theta = expected_theta(family, parameters, rotary_dim).tolist()
+    return replace(found, family=family, parameters=parameters, rotary_dim=rotary_dim, theta=theta,
+                   layout=layout, rounded_to=None)
+
+
+def expectation_mismatches(found: Identification, family: str, parameters: dict) -> list[str]:
+    """How the measured geometry differs from the documented one (empty when it matches)."""
+    expected = expected_identification(found, family, parameters)
+    layout = parameters.get("layout")
+    said = []
+    if layout and layout != found.layout:
+        said.append(f"layout: measured {found.layout}, documented {layout}")
+    if expected.rotary_dim != found.rotary_dim:
+        said.append(f"rotated width: measured {found.rotary_dim} of {found.head_dim}, documented {expected.rotary_dim} "
+                    f"(rotary_fraction {parameters.get('rotary_fraction', 1.0)})")
+        return said
+    measured = torch.tensor(found.theta, dtype=torch.float64)
+    wanted = torch.tensor(expected.theta, dtype=torch.float64)
+    error = ((measured - wanted) / wanted).abs()
+    if float(error.max()) > FAMILY_RTOL:
+        pairs = [int(i) for i in torch.nonzero(error > FAMILY_RTOL).flatten()]
+        worst = int(error.argmax())
+        said.append(f"θ differs at pairs {pairs[:8]}{' …' if len(pairs) > 8 else ''}: pair {worst} turns "
+                    f"{float(measured[worst]):.6g} rad per position, the documented schedule {float(wanted[worst]):.6g}")
+    return said
 
 
 # ---------------------------------------------------------------- calling the target
@@ -185,37 +285,41 @@ def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None
         return "custom", {}, ["one pair: θ_0 alone cannot tell a family"], None
     i = torch.arange(pairs, dtype=torch.float64)
 
-    def close(expected):
-        return bool(torch.allclose(theta, torch.as_tensor(expected, dtype=torch.float64), rtol=FAMILY_RTOL, atol=0))
+    def residual(expected) -> float:
+        return float(((theta - torch.as_tensor(expected, dtype=torch.float64)) / theta).abs().max())
 
-    def roundest(value, fits):
-        """The value with the fewest significant digits that still fits (a fitted 500001 is 500000)."""
-        return next((c for c in (float(f"{value:.{d}g}") for d in range(1, 9)) if fits(c)), value)
+    def close(expected):
+        return residual(expected) <= FAMILY_RTOL
+
+    def roundest(value, schedule):
+        """The value with the fewest significant digits whose schedule fits as well as the fitted one
+        does, up to the measurement's own noise: a fitted 500000.3 is 500000, a factor 4.87605 stays."""
+        allowed = max(2 * residual(schedule(value)), MEASUREMENT_RTOL)
+        return next((c for c in (float(f"{value:.{d}g}") for d in range(1, 16)) if residual(schedule(c)) <= allowed),
+                    value)
 
     factor = 1.0 / float(theta[0])
     base = float(theta[1] * factor) ** (-rotary_dim / 2.0)
     if close(base ** (-2 * i / rotary_dim) / factor):
         fitted = base
-        factor = roundest(factor, lambda f: close(base ** (-2 * i / rotary_dim) / f))
-        base = roundest(base, lambda b: close(b ** (-2 * i / rotary_dim) / factor))
-        if abs(factor - 1) < FAMILY_RTOL:
+        factor = roundest(factor, lambda f: base ** (-2 * i / rotary_dim) / f)
+        base = roundest(base, lambda b: b ** (-2 * i / rotary_dim) / factor)
+        if abs(factor - 1) < MEASUREMENT_RTOL:
             if nominal_base and abs(base / nominal_base - 1) > FAMILY_RTOL and rotary_dim > 2:
                 s = (fitted / nominal_base) ** ((rotary_dim - 2) / rotary_dim)
                 notes.append(f"against the nominal base {nominal_base:g}: NTK-aware with factor {s:.6g}")
             return "default", {"base": base}, notes, None
         return "linear", {"factor": factor, "base": base}, notes, None
     kept = float(theta[1]) ** (-rotary_dim / 2.0)  # YaRN and Llama 3 keep the fastest pairs
-    kept = roundest(kept, lambda b: abs(b ** (-2 / rotary_dim) / float(theta[1]) - 1) < FAMILY_RTOL)
-    bases = [b for b in (nominal_base, kept) if b]
-    for b in bases:
-        for s, original in YARN_GRID:
-            if close(schedules.yarn(rotary_dim, b, factor=s, original_max_position=original)):
-                return "yarn", {"factor": s, "original_max_position": original, "base": b}, notes, None
-        for s, original in LLAMA3_GRID:
-            if close(schedules.llama3(rotary_dim, b, factor=s, low_freq_factor=1.0, high_freq_factor=4.0,
-                                      original_max_position=original)):
-                return "llama3", {"factor": s, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                  "original_max_position": original, "base": b}, notes, None
+    kept = next((c for c in (float(f"{kept:.{d}g}") for d in range(1, 16))
+                 if abs(c ** (-2 / rotary_dim) / float(theta[1]) - 1) <= MEASUREMENT_RTOL), kept)
+    bases = list(dict.fromkeys(b for b in (nominal_base, kept) if b))
+    slowest = [float(schedules.default(rotary_dim, b)[-1] / theta[-1]) for b in bases]
+    fits = [(*_fit_scaled(residual, rotary_dim, b, dict.fromkeys((*FACTORS, float(f"{s:.6g}")))), b)
+            for b, s in zip(bases, slowest, strict=True)]
+    fit, family, parameters, b = min(fits, key=lambda f: f[0])
+    if fit <= FAMILY_RTOL:
+        return family, {**parameters, "base": b}, notes, None
     for dtype in (torch.bfloat16, torch.float16):
         intended = nominal_base or 10000.0
         if close((intended ** (-2 * i / rotary_dim)).to(dtype).to(torch.float64)):
@@ -224,6 +328,27 @@ def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None
                 f"θ is base^(−2i/d) rounded to {str(dtype).removeprefix('torch.')}: the frequencies are stored or "
                 "formed in half precision"], str(dtype).removeprefix("torch.")
     return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"], None
+
+
+def _fit_scaled(residual, rotary_dim: int, base: float, factors) -> tuple[float, str, dict]:
+    """The YaRN or Llama 3 setting at ``base`` whose θ fits best: (residual, family, parameters); the
+    first of equal fits (powers of two before other lengths, the usual settings first)."""
+    best = (math.inf, "", {})
+    for original in ORIGINAL_LENGTHS:
+        for factor in factors:
+            for truncate in (True, False):
+                fit = residual(schedules.yarn(rotary_dim, base, factor=factor, original_max_position=original,
+                                              truncate=truncate))
+                if fit < best[0]:
+                    best = (fit, "yarn", {"factor": factor, "original_max_position": original,
+                                          **({} if truncate else {"truncate": False})})
+            for low, high in LLAMA3_BANDS:
+                fit = residual(schedules.llama3(rotary_dim, base, factor=factor, low_freq_factor=low,
+                                                high_freq_factor=high, original_max_position=original))
+                if fit < best[0]:
+                    best = (fit, "llama3", {"factor": factor, "low_freq_factor": low, "high_freq_factor": high,
+                                            "original_max_position": original})
+    return best
 
 
 def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16,
@@ -269,6 +394,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     norms = {p: m[p][:, :rotated].norm(dim=0) for p in m}
     magnitude = float(norms[0].mean())
     by_position = not torch.allclose(norms[FINE], norms[0], rtol=1e-4)
+    not_rotation = _not_a_rotation(m, partners, firsts)
     differ = False
     if protocol != "single":
         k_matrix = probe_matrix(caller(target, protocol, apply, "k"), head_dim, FINE, dtype)
@@ -276,7 +402,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     if dtype != torch.float64:
         notes.append("probed in float32: the target refuses float64 input")
     found = Identification(head_dim, layout, rotated, theta.tolist(), family, parameters, magnitude, by_position,
-                           differ, notes + fit_notes, rounded_to=rounded_to)
+                           differ, notes + fit_notes, rounded_to=rounded_to, not_rotation=not_rotation)
     if not length_dependent:
         found.precision = _angle_precision(q_call, head_dim, partners, firsts, theta)
         if protocol == "single":
@@ -284,6 +410,31 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     found.state = _state(fresh, protocol, apply, head_dim)
     found.limit = _limit(q_call, head_dim)
     return found
+
+
+def _not_a_rotation(m: dict, partners: dict, firsts: list) -> str | None:
+    """Why the map of each pair is not ``c_p · R(p θ)``, or None: at each probed position a pair's 2×2
+    block must be a scaled rotation, and its scale ``c_p`` constant or geometric in ``p`` (xPos)."""
+    for p in (1, 2, FINE):
+        turned = m[p] @ m[0].T  # a fixed output permutation (concatenated) cancels
+        for a in firsts:
+            b = partners[a]
+            block = turned[[a, b]][:, [a, b]]
+            size = float(block.abs().max()) or 1.0
+            skew = max(abs(float(block[0, 0] - block[1, 1])), abs(float(block[0, 1] + block[1, 0]))) / size
+            if skew > 1e-4:
+                return (f"pair ({a}, {b}) at position {p} maps by [[{float(block[0, 0]):.4g}, {float(block[0, 1]):.4g}], "
+                        f"[{float(block[1, 0]):.4g}, {float(block[1, 1]):.4g}]]: no scaled rotation (cos and sin "
+                        "differ between the pair's coordinates, or the pair is mixed unequally)")
+    for a in firsts:
+        scale = {p: float(m[p][:, a].norm()) for p in (0, 1, FINE)}
+        if min(scale.values()) <= 0:
+            return f"coordinate {a} is mapped to zero"
+        step, fine = math.log(scale[1] / scale[0]), math.log(scale[FINE] / scale[0])
+        if abs(fine - FINE * step) > 1e-3 * abs(fine) + 1e-6 * FINE:
+            return (f"pair ({a}, {partners[a]}) is scaled by {scale[0]:.6g}, {scale[1]:.6g} and {scale[FINE]:.6g} at "
+                    f"positions 0, 1 and {FINE}: no constant or geometric scale (cos² + sin² changes with the angle)")
+    return None
 
 
 #: A position past fp16's (2048) and bf16's (256) exact integers, where angles formed in them go wrong.
@@ -297,8 +448,8 @@ def _angle_precision(call, head_dim, partners, firsts, theta) -> dict[str, str]:
     expected = PRECISION_POSITION * theta
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         name = str(dtype).removeprefix("torch.")
-        try:
-            matrix = probe_matrix(call, head_dim, PRECISION_POSITION, dtype)
+        try:  # turned from position 0, so that a fixed output permutation (concatenated) cancels
+            matrix = probe_matrix(call, head_dim, PRECISION_POSITION, dtype) @ probe_matrix(call, head_dim, 0, dtype).T
         except Exception as error:  # noqa: BLE001 - report what the dtype does
             said[name] = f"refused: {type(error).__name__}: {str(error)[:80]}"
             continue
@@ -393,7 +544,7 @@ def identified_record(found: Identification, name: str, build, *, protocol: str 
     if found.layout != "interleaved":
         overrides["ROPE-13"] = refuted(f"identified layout {found.layout}: a permutation of the formula's "
                                        "coordinates", specs=("test_output_equals_formula_elementwise",))
-    if abs(found.magnitude - 1) > SCALE_RTOL or found.scale_by_position:
+    if (abs(found.magnitude - 1) > SCALE_RTOL or found.scale_by_position) and not found.not_rotation:
         overrides["ROPE-3"] = refuted("identified scale: the rotated features are scaled")
     overrides["PATH-1"] = not_applicable("the identified target takes explicit positions; an offset is translated")
     return EncoderRecord(

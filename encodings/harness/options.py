@@ -42,6 +42,9 @@ def addoptions(parser) -> None:
                     help="how --identify's target is called")
     group.addoption("--identify-apply", metavar="NAME", default=None,
                     help="apply(q, k, cos, sin) in the same file, for --identify-protocol cos_sin")
+    group.addoption("--identify-expect", metavar="FAMILY[:key=value,...]", default=None,
+                    help="judge --identify's target against the geometry its library documents "
+                         "(python -m posenc identify --help), not the measured one")
     group.addoption("--plugin", action="append", default=[], metavar="FILE",
                     help="load a Python file that registers encoders (repeatable)")
     group.addoption("--device", default=None, help="device the specs run on: cpu or cuda")
@@ -79,7 +82,7 @@ class Settings:
     hypothesis_profile: str
     perf_compare: Path | None = None  # the saved run to compare with
     perf_gates: tuple = ()
-    identify: tuple[str, str, str | None] | None = None  # (FILE.py:NAME, protocol, apply name)
+    identify: tuple[str, str, str | None, str | None] | None = None  # (FILE.py:NAME, protocol, apply, expect)
     matrix_mode: str = "grid"  # --matrix
 
 
@@ -219,7 +222,15 @@ def _identify(config):
     protocol, apply = config.getoption("identify_protocol"), config.getoption("identify_apply")
     if (protocol == "cos_sin") != (apply is not None):
         _fail("--identify-apply NAME goes with --identify-protocol cos_sin, and only with it")
-    return target, protocol, apply
+    expect = config.getoption("identify_expect")
+    if expect:
+        from .identification import parse_expected
+
+        try:
+            parse_expected(expect)
+        except ValueError as error:
+            _fail(str(error).replace("--expect", "--identify-expect"))
+    return target, protocol, apply, expect
 
 
 def _matrix_mode(config) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import inspect
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -47,7 +48,8 @@ def register_identified(settings: Settings) -> dict[str, str]:
     return identify_and_register(*settings.identify)
 
 
-def identify_and_register(target_spec: str, protocol: str = "single", apply_name: str | None = None) -> dict[str, str]:
+def identify_and_register(target_spec: str, protocol: str = "single", apply_name: str | None = None,
+                          expect: str | None = None) -> dict[str, str]:
     """What ``--identify`` does, callable from a standalone reproducer script."""
     path, _, name = target_spec.rpartition(":")
     identified_name = f"identified_{name}"
@@ -61,15 +63,21 @@ def identify_and_register(target_spec: str, protocol: str = "single", apply_name
         apply = getattr(module, apply_name) if apply_name else None
         probe = target(SPEC_CONFIG.head_dim) if inspect.isclass(target) else target
         found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim)
+        report = found.report()
+        if expect:  # judged against what the library documents; the mismatches lead the report
+            expected = identification.parse_expected(expect)
+            report += "".join(f"\nMISMATCH with --identify-expect {expect}: {said}"
+                              for said in identification.expectation_mismatches(found, *expected))
+            found = identification.expected_identification(found, *expected)
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
         raise SelectionError(f"--identify {target_spec}: {type(error).__name__}: {error}") from None
     again = f"--identify {Path(path).resolve()}:{name}" + (
         f" --identify-protocol {protocol}" if protocol != "single" else "") + (
-        f" --identify-apply {apply_name}" if apply_name else "")
+        f" --identify-apply {apply_name}" if apply_name else "") + (f" --identify-expect {shlex.quote(expect)}" if expect else "")
     registry.register(replace(identification.identified_record(
         found, identified_name, identification.build_identified(target, protocol), protocol=protocol,
         apply=apply, source=f"identified from its outputs: {target_spec}"), origin=again))
-    return {identified_name: found.report()}
+    return {identified_name: report}
 
 
 def select(settings: Settings) -> Selection:

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 from ..harness.declarations import rotary_claims
-from ..harness.identification import identified_record, identify
+from ..harness.identification import (expectation_mismatches, expected_identification, identified_record, identify,
+                                      parse_expected)
 from ..harness.records import not_applicable, refuted
+from ..harness.width import terminal_width, wrap_all
 from ..harness.states import State
 from . import cli
 
@@ -66,7 +68,15 @@ def main(argv=None) -> int:
     parser.add_argument("--apply", help="NAME in the same file: apply(q, k, cos, sin) for the cos_sin protocol")
     parser.add_argument("--head-dim", type=int, default=16)
     parser.add_argument("--base", type=float, help="the nominal base, to name an NTK-aware factor")
+    parser.add_argument("--expect", metavar="FAMILY[:key=value,...]",
+                        help="the geometry the library documents, e.g. yarn:factor=4,original_max_position=2048 "
+                             "(also base=, rotary_fraction=, layout=): compared with the measured one, and the "
+                             "plug-in judges against it; exit status 1 when they differ")
     args = parser.parse_args(argv)
+    try:
+        expected = parse_expected(args.expect) if args.expect else None
+    except ValueError as error:
+        parser.error(str(error))
     module, target = _load(args.target)
     args.class_target = inspect.isclass(target)
     if args.class_target:
@@ -74,11 +84,18 @@ def main(argv=None) -> int:
     apply = getattr(module, args.apply) if args.apply else None
     found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base)
     print(found.report())
+    mismatches = expectation_mismatches(found, *expected) if expected else []
+    if expected:
+        lines = [f"expected:        {args.expect}: " + ("MISMATCH, a defect" if mismatches else "matches"),
+                 *(f"  MISMATCH:      {said}" for said in mismatches)]
+        print("\n".join(wrap_all(lines, terminal_width(), " " * 17)))
+        found = expected_identification(found, *expected)
     print("\n" + record_code(found, args, apply))
     print(f"\nor run every spec against the identified geometry:\n    pytest specs --identify {args.target}"
           + (f" --identify-protocol {args.protocol}" if args.protocol != "single" else "")
-          + (f" --identify-apply {args.apply}" if args.apply else ""))
-    return 0
+          + (f" --identify-apply {args.apply}" if args.apply else "")
+          + (f" --identify-expect {args.expect}" if args.expect else ""))
+    return 1 if mismatches else 0
 
 
 if __name__ == "__main__":

@@ -5,11 +5,12 @@
   turns s times slower (bloc97's "NTK-aware" scaling);
 * :func:`yarn` - NTK-by-parts (Peng et al. 2023, YaRN §3.2): pairs that turn more than
   ``beta_fast`` times over the original context keep θ_i, pairs that turn fewer than ``beta_slow``
-  times get θ_i / s, with a linear ramp between; :func:`yarn_attention_factor` is the magnitude
-  0.1·ln s + 1 YaRN multiplies cos and sin by;
+  times get θ_i / s, with a linear ramp between (its ends rounded out to whole pairs unless
+  ``truncate=False``, and clamped to the head either way, as transformers does);
+  :func:`yarn_attention_factor` is the magnitude 0.1·ln s + 1 YaRN multiplies cos and sin by;
 * :func:`llama3` - Llama 3's bands: wavelengths 2π/θ_i shorter than L/high_freq_factor keep θ_i,
   longer than L/low_freq_factor get θ_i / s, and the band between is interpolated smoothly in
-  L/wavelength;
+  L/wavelength (no band between when the two factors are equal, Llama 4's setting);
 * :func:`dynamic_ntk` - NTK-aware with a factor that grows with the call's own length ``n`` past
   the trained ``L``: base b·(s·n/L − (s − 1))^(d/(d−2)), the plain schedule up to ``L`` (a
   function of the call, with no state kept between calls);
@@ -47,11 +48,14 @@ def _correction_dim(rotations: float, rotary_dim: int, base: float, original_max
 
 
 def yarn(rotary_dim: int, base: float = 10000.0, *, factor: float, original_max_position: int,
-         beta_fast: float = 32.0, beta_slow: float = 1.0) -> torch.Tensor:
+         beta_fast: float = 32.0, beta_slow: float = 1.0, truncate: bool = True) -> torch.Tensor:
     require_positive(factor, "factor")
     theta = default(rotary_dim, base)
-    low = max(math.floor(_correction_dim(beta_fast, rotary_dim, base, original_max_position)), 0)
-    high = min(math.ceil(_correction_dim(beta_slow, rotary_dim, base, original_max_position)), rotary_dim - 1)
+    low = _correction_dim(beta_fast, rotary_dim, base, original_max_position)
+    high = _correction_dim(beta_slow, rotary_dim, base, original_max_position)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary_dim - 1)
     high = high + 0.001 if high == low else high
     ramp = ((torch.arange(rotary_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     keep = 1 - ramp  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / s)
@@ -65,11 +69,13 @@ def yarn_attention_factor(factor: float) -> float:
 def llama3(rotary_dim: int, base: float = 500000.0, *, factor: float = 8.0, low_freq_factor: float = 1.0,
            high_freq_factor: float = 4.0, original_max_position: int = 8192) -> torch.Tensor:
     require_positive(factor, "factor")
-    if not 0 < low_freq_factor < high_freq_factor:
-        raise ValueError(f"need 0 < low_freq_factor < high_freq_factor, got {low_freq_factor}, {high_freq_factor}")
+    if not 0 < low_freq_factor <= high_freq_factor:
+        raise ValueError(f"need 0 < low_freq_factor <= high_freq_factor, got {low_freq_factor}, {high_freq_factor}")
     theta = default(rotary_dim, base)
     wavelength = 2 * math.pi / theta
     long_wave, short_wave = original_max_position / low_freq_factor, original_max_position / high_freq_factor
+    if low_freq_factor == high_freq_factor:  # one edge: wavelengths past it are scaled, the rest kept
+        return torch.where(wavelength > long_wave, theta / factor, theta)
     smooth = (original_max_position / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
     between = (1 - smooth) * theta / factor + smooth * theta
     scaled = torch.where(wavelength > long_wave, theta / factor, theta)
