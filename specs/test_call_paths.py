@@ -12,7 +12,11 @@ path, not the formula (ROPE-1, ROPE-2 and ROPE-11 judge that):
   all keys) equal row ``T − 1`` of the full ``⟨f(q, m), f(k, n)⟩``, at ``T`` past ``max_len`` and
   past 256.
 * PATH-3: casting the module keeps its frequencies: ``module.to(dtype)`` gives what the uncast
-  float32 module gives on the same ``dtype`` input.
+  float32 module gives on the same input, at positions past any table (3000): on ``dtype`` input
+  and, for a half-precision cast, on float32 input (mixed-precision code feeds fp32 activations to
+  a cast module), judged with ``dtype``'s tolerance. The module is cast before its first call (a
+  cast that rounds θ shows when the table is then grown) and after one (a table grown in float32,
+  then cast).
 """
 
 import pytest
@@ -81,19 +85,33 @@ def test_decoding_against_cached_keys_gives_the_full_logits(record, dtype, devic
                               "logits than the full sequence", length=length)
 
 
+def _seeded_build(record, device):
+    """One build of the float32 module; every call gives the same weights (learned parts included)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return s.build(record, torch.float32, device)
+
+
 @pytest.mark.claim("PATH-3", kinds=("rotary",), dtypes=(torch.float64, torch.float16, torch.bfloat16))
 def test_cast_module_keeps_its_frequencies(record, dtype, device):
     if torch.float32 not in record.limits.dtypes:
         pytest.skip(f"{record.name} does not declare float32, the dtype cast from")
-    module = s.build(record, torch.float32, device)
     offset = min(CAST_OFFSET, s.position_cap(record, CAST_OFFSET + SEQ) - SEQ)
-    x = s.randn(s.input_shape(record, 1, SEQ), seed=9, dtype=dtype, device=device)
-    with torch.no_grad():
-        uncast = module(x, None, offset=offset).to(torch.float64)
-        module.to(dtype)
-        cast = module(x, None, offset=offset).to(torch.float64)
     positions = torch.arange(offset, offset + SEQ)
-    s.require_within(error=s.disagreement(cast, uncast),
-                     bound=record.tolerance(dtype).bound(float(uncast.nan_to_num(0, 0, 0).abs().max()), s.max_angle(positions, record.geometry)),
-                     what=f"after module.to({dtype}) (the module was cast, not built in {dtype}), its output on "
-                          f"{dtype} input at positions {offset}… differs from the uncast module's")
+    inputs = [dtype] + ([torch.float32] if dtype in (torch.float16, torch.bfloat16) else [])
+    uncast, cast_first, used_then_cast = (_seeded_build(record, device) for _ in range(3))
+    cast_first.to(dtype)  # before any call
+    for input_dtype in inputs:
+        x = s.randn(s.input_shape(record, 1, SEQ), seed=9, dtype=input_dtype, device=device)
+        with torch.no_grad():
+            expected = uncast(x, None, offset=offset).to(torch.float64)
+            used_then_cast(x, None, offset=offset)
+            outputs = {"before its first call": cast_first(x, None, offset=offset),
+                       "after a call": used_then_cast.to(dtype)(x, None, offset=offset)}
+            used_then_cast.to(torch.float32)
+        bound = record.tolerance(dtype).bound(float(expected.nan_to_num(0, 0, 0).abs().max()),
+                                              s.max_angle(positions, record.geometry))
+        for when, cast in outputs.items():
+            s.require_within(error=s.disagreement(cast.to(torch.float64), expected), bound=bound,
+                             what=f"after module.to({dtype}) {when}, its output on {input_dtype} input at "
+                                  f"positions {offset}… differs from the uncast module's")

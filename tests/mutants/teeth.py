@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc import LearnablePositionalEmbedding, LinearAttentionRoPE
-from posenc.encoders.positions import resolve_positions
+from posenc import angle_dtype
+from posenc.encoders.positions import resolve_positions, rotation_angles
 from posenc.encoders.validation import require_float, require_rank
 
 from ._scaffold import mutant, placed, rope, SteppedRotary, VALUE_WRONG
@@ -134,3 +135,43 @@ def rope_concatenated_turning_backwards(c):
     """004 §3.2's [even, odd] output layout with each pair turned by −p·θ"""
     # ROPE-13's subjects now are 004's code alone; this keeps its permutation spec able to fail.
     return rope(TurnsBackwards, c, layout="concatenated")
+
+
+class ThetaSnapshotAtFirstCall(SteppedRotary):
+    """θ kept in a float buffer that ``.to()`` casts; the first call takes the table's θ from it."""
+
+    def __init__(self, head_dim, **options):
+        super().__init__(head_dim, **options)
+        self.register_buffer("theta_buffer", self.inv_freq.clone(), persistent=False)
+        self.table_theta = None  # not a buffer: what the first call saw
+
+    def angles(self, positions, x):
+        if self.table_theta is None:
+            self.table_theta = self.theta_buffer.clone()
+        return rotation_angles(positions, self.table_theta, angle_dtype(x.dtype), self.scaling_factor)
+
+
+@mutant("rope_interleaved", fails={"PATH-3"})
+def rope_cast_rounds_theta_before_the_table_grows(c):
+    """θ in a cast float buffer, the table grown from it at the first call: cast first, θ is rounded"""
+    # Passed a PATH-3 that called the module before casting it (the table grown in float32 first).
+    return ThetaSnapshotAtFirstCall(c.head_dim, base=c.base).to(c.device)
+
+
+class Fp32InputReadsCastBuffer(SteppedRotary):
+    """Half-precision input: θ recomputed in float32; float32 input: θ read from a cast float buffer."""
+
+    def __init__(self, head_dim, **options):
+        super().__init__(head_dim, **options)
+        self.register_buffer("theta_buffer", self.inv_freq.clone(), persistent=False)
+
+    def angles(self, positions, x):
+        theta = self.inv_freq if x.dtype in (torch.float16, torch.bfloat16) else self.theta_buffer
+        return rotation_angles(positions, theta, angle_dtype(x.dtype), self.scaling_factor)
+
+
+@mutant("rope_interleaved", fails={"PATH-3"})
+def rope_fp32_input_reads_the_cast_buffer(c):
+    """module.to(bf16) rounds a θ buffer that only float32 input reads, as mixed precision feeds it"""
+    # Passed a PATH-3 that fed the cast module input of its own dtype only.
+    return Fp32InputReadsCastBuffer(c.head_dim, base=c.base).to(c.device)
