@@ -21,7 +21,9 @@ Known, in the pinned versions (``pyproject.toml``, extra ``ecosystem``):
   rotation is wrong, a defect no library documents (PATH-3, every rope type and record of the three;
   torchtune keeps its cache and holds).
 
-Nothing else of x-transformers and transformers' other rope types is red.
+Nothing else of x-transformers and transformers' other rope types is red. Outside the records:
+rotary-embedding-torch's ``rotate_queries_with_cached_keys`` with xPos and ``seq_dim=-3`` crashes,
+or scales each head as another position (the findings page's snippet, run here).
 """
 
 from __future__ import annotations
@@ -203,3 +205,16 @@ def test_identify_reads_rotary_embedding_torch_raw_and_names_its_bf16_positions(
     assert (found.layout, found.family, found.parameters["base"]) == ("interleaved", "default", 10000.0), found.report()
     assert "input's dtype" in found.precision["bfloat16"] and "fp32 or wider" in found.precision["float32"], \
         found.precision
+
+
+def test_the_cached_keys_xpos_snippet_of_the_findings_page_shows_the_defect():
+    if not support.available("rotary-embedding-torch"):
+        pytest.skip(f"rotary-embedding-torch is not installed: {support.INSTALL_HINT}")
+    page = (ROOT / "docs" / "findings" / "ecosystem.md").read_text()
+    marker = "# rotary-embedding-torch 0.9.1, use_xpos=True: rotate_queries_with_cached_keys"
+    snippet = page[page.index(marker):page.index("```", page.index(marker))]
+    ran = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    crash, silent = ran.stdout.splitlines()
+    assert crash.startswith("seq_dim=-3: RuntimeError The size of tensor a (2) must match"), crash
+    assert float(silent.rsplit("=", 1)[1]) > 1e-3, silent  # wrong scales, no error
