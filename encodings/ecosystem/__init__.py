@@ -9,6 +9,8 @@ dtype, a cache or a bound. Each record declares what the library promises, citin
 
 * :mod:`.transformers_rope` - ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb``, every rope
   type of ``ROPE_INIT_FUNCTIONS`` (``hf_*``);
+* :mod:`.transformers_models` - transformers' causal LMs, built tiny from a config, one per
+  architecture and rope type, for the model relations (``lm_*``);
 * :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``);
 * :mod:`.x_transformers_rope` - ``RotaryEmbedding`` with ``apply_rotary_pos_emb`` (``xtf_*``);
 * :mod:`.rotary_embedding_torch_rope` - ``RotaryEmbedding.rotate_queries_or_keys`` with an offset (``ret_*``).
@@ -22,6 +24,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (importing registers the records)
     rotary_embedding_torch_rope,
     torchtune_rope,
+    transformers_models,
     transformers_rope,
     x_transformers_rope,
 )

@@ -57,9 +57,19 @@ CLAIMS: dict[str, str] = {
     "PATH-1": "offset path = explicit positions (harness)",
     "PATH-2": "decoding against cached keys = full sequence (harness)",
     "PATH-3": "module.to(dtype) keeps the frequencies (harness)",
+    # The harness's relations of a whole model around its RoPE (specs/test_models.py).
+    "MODEL-1": "shifting every position id leaves the logits unchanged (harness, from ROPE-4)",
+    "MODEL-2": "prefill, then decode token by token with the cache = one full pass (harness, from ROPE-9)",
+    "MODEL-3": "a prefill in chunks = one full pass (harness, from ROPE-9)",
+    "MODEL-4": "a left-padded row with its mask = the unpadded row, forward and decode (harness, from ROPE-4)",
+    "MODEL-5": "batch rows are independent (harness)",
+    "MODEL-6": "model.to(bf16) and bf16 autocast keep position information past 2048 (harness, from ROPE-11)",
+    "MODEL-7": "past the maximum length: finite logits, or an error for an absolute table (harness, from ROPE-9)",
 }
+#: The model relations: the harness's own, each derived from the documents' claim it names.
+MODEL_CLAIMS = tuple(c for c in CLAIMS if c.startswith("MODEL-"))
 #: Claims the harness adds; the documents do not make them.
-HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3")
+HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3", *MODEL_CLAIMS)
 #: Claims from the literature about a design the documents do not present (ALiBi, the baseline).
 LITERATURE_CLAIMS = ("ALIBI-1", "ALIBI-2", "ALIBI-3")
 
@@ -75,6 +85,7 @@ DESIGNS: dict[str, str] = {
     "dynamic": "0.7 : 0.3 mix of RoPE at p and at a learned s·p (000 §5.3)",
     "rope_linear_scaling": "RoPE's linear scaling variant: positions divided by s (004 §10.3)",
     "alibi": "ALiBi, a linear bias on attention logits (Press et al. 2022): not in the documents",
+    "model": "a whole causal language model around its positional encoding (the harness's relations)",
 }
 _ROTARY_DESIGNS = ("rope", "rope_004_real", "rope_linear_scaling")
 
@@ -108,7 +119,8 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     **{c: ("alibi",) for c in LITERATURE_CLAIMS},
     "PERF-1": ("learnable", "sinusoidal", "rope"),
     "PERF-2": ("learnable", "sinusoidal", "rope"),
-    **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS},
+    **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS if c.startswith("PATH-")},
+    **{c: ("model",) for c in MODEL_CLAIMS},
 }
 
 

@@ -33,6 +33,7 @@ NOT_ATTENTION_MODULE = {
 ROTARY_DEFAULTS = {
     **{c: HOLDS for c in CLAIMS},
     **family(("ABS-", "LIN-", "HYB-", "DYN-", "EXT-", "ALIBI-"), "not a claim about this design"),
+    **family(("MODEL-",), "a relation of a whole model"),
     **NOT_ATTENTION_MODULE,
     **NOT_PERF,
     "ROPE-13": not_applicable("ROPE-13 is about 004 §3.2's code (the published_*_004 encoders)"),
@@ -73,3 +74,15 @@ ATTENTION_DEFAULTS = {
 def rotary_claims(overrides=None) -> dict:
     """Declarations for a correct per-head RoPE; pass overrides for what differs."""
     return with_defaults(ROTARY_DEFAULTS, overrides)
+
+
+#: A whole causal LM: the model relations hold; the encoders' claims are judged on encoders.
+MODEL_DEFAULTS = {
+    **{c: not_applicable("a claim about an encoder; the model's relations are MODEL-*") for c in CLAIMS},
+    **{c: HOLDS for c in CLAIMS if c.startswith("MODEL-")},
+}
+
+
+def model_claims(overrides=None) -> dict:
+    """Declarations for a correct causal LM (every model relation holds); pass overrides for what differs."""
+    return with_defaults(MODEL_DEFAULTS, overrides)

@@ -21,7 +21,7 @@ from torch import nn
 from .claims import CLAIMS, CONTRACT, DESIGNS, is_subject
 from .states import DECLARABLE, State
 
-Kind = Literal["additive", "rotary", "attention", "bias"]
+Kind = Literal["additive", "rotary", "attention", "bias", "model"]
 Layout = Literal["bsd", "bshd"]
 #: How a rotary encoder is called (see :class:`EncoderRecord`).
 Protocol = Literal["single", "pair", "cos_sin"]
@@ -243,6 +243,28 @@ class Limits:
     fixed_base: bool = False  # built with base 10000 whatever the config says (published code)
 
 
+@dataclass(frozen=True)
+class ModelTraits:
+    """What a whole model (``kind="model"``) is, as the model relations need it (specs/test_models.py).
+
+    ``build(config)`` returns a :class:`posenc.harness.models.ModelSubject` (an adapter over the
+    model's own call convention)."""
+
+    positions: Literal["relative", "absolute", "alibi"] = "relative"  # RoPE: relative; a table: absolute
+    max_position: int | None = None  # the configured maximum (max_position_embeddings); None: none
+    extrapolates: bool = True  # relative positions run past max_position (False: a fixed table, GPT-J)
+    original_max_position: int | None = None  # a scaled model's original (pre-training) length
+    vocab_size: int = 128
+    takes_position_ids: bool = True  # False: positions come from the mask alone (Bloom, MPT)
+    takes_attention_mask: bool = True  # False: no padding (a model with its own cache and no mask)
+    library: str = ""  # the class it builds, with its library and version, for the reports
+
+    @property
+    def table_limited(self) -> bool:
+        """Positions must stay below ``max_position`` (an absolute table, or a fixed cos/sin table)."""
+        return self.max_position is not None and (self.positions == "absolute" or not self.extrapolates)
+
+
 _GROUPED = {**{name: "calling" for name in Calling.__dataclass_fields__},
             **{name: "limits" for name in Limits.__dataclass_fields__}}
 
@@ -307,9 +329,10 @@ class EncoderRecord:
     limits: Limits = Limits()  # the configurations it supports (Limits)
     designs: tuple[str, ...] | None = None  # the documents' designs it implements (claims.DESIGNS)
     corrects: str = ""  # the published encoder this one corrects
+    model: ModelTraits | None = None  # a whole model's traits (kind "model" only)
 
     def __init__(self, name, build, kind, source, claims, description="", origin="built-in", calling=None,
-                 geometry=None, tolerances=None, limits=None, designs=None, corrects="", **grouped):
+                 geometry=None, tolerances=None, limits=None, designs=None, corrects="", model=None, **grouped):
         unknown = sorted(set(grouped) - set(_GROUPED))
         if unknown:
             raise TypeError(f"EncoderRecord got unexpected fields {unknown}")
@@ -318,7 +341,8 @@ class EncoderRecord:
         for field_name, value in (("name", name), ("build", build), ("kind", kind), ("source", source),
                                   ("claims", claims), ("description", description), ("origin", origin),
                                   ("calling", calling), ("geometry", geometry), ("tolerances", tolerances),
-                                  ("limits", limits), ("designs", designs), ("corrects", corrects)):
+                                  ("limits", limits), ("designs", designs), ("corrects", corrects),
+                                  ("model", model)):
             object.__setattr__(self, field_name, value)
         self.__post_init__()
 
@@ -330,8 +354,10 @@ class EncoderRecord:
 
     def __post_init__(self):
         calling, limits = self.calling, self.limits
-        if self.kind not in ("additive", "rotary", "attention", "bias"):
-            raise ValueError(f"{self.name}: kind must be additive, rotary, attention or bias, got {self.kind!r}")
+        if self.kind not in ("additive", "rotary", "attention", "bias", "model"):
+            raise ValueError(f"{self.name}: kind must be additive, rotary, attention, bias or model, got {self.kind!r}")
+        if (self.kind == "model") != (self.model is not None):
+            raise ValueError(f"{self.name}: a model record gives model=ModelTraits(...), and only it takes one")
         if calling.input_layout not in ("bsd", "bshd"):
             raise ValueError(f"{self.name}: input_layout must be bsd or bshd, got {calling.input_layout!r}")
         if calling.protocol not in PROTOCOLS:
@@ -352,7 +378,8 @@ class EncoderRecord:
             raise ValueError(f"{self.name}: min_head_dim must be at least 2 and head_dim_multiple even, "
                              f"got {limits.min_head_dim} and {limits.head_dim_multiple}")
         if self.designs is None:
-            default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": (), "bias": ()}[self.kind]
+            default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": (), "bias": (),
+                       "model": ("model",)}[self.kind]
             object.__setattr__(self, "designs", default)
         unknown_designs = set(self.designs) - set(DESIGNS)
         if unknown_designs:

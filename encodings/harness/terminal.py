@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .claims import CONTRACT, HARNESS_CLAIMS, LITERATURE_CLAIMS
+from .claims import CONTRACT, LITERATURE_CLAIMS, MODEL_CLAIMS
 from .matrix import roles, surprises
 from .session import HarnessState
 from .states import SURPRISES, SYMBOLS, State
 from .width import terminal_width, wrap, wrap_all, wrap_command
 
 MATRIX_MODES = ("grid", "summary", "none")
-KIND_ORDER = ("rotary", "attention", "additive", "bias")
+KIND_ORDER = ("rotary", "attention", "additive", "bias", "model")
 KIND_TITLES = {"rotary": "rotary encoders (RoPE and its variants)", "attention": "attention modules",
-               "additive": "absolute (additive) encodings", "bias": "attention biases (ALiBi)"}
+               "additive": "absolute (additive) encodings", "bias": "attention biases (ALiBi)",
+               "model": "whole models (the relations through which a model calls its encoding)"}
 #: Cell states in the order the counts line names them.
 COUNT_ORDER = (*SURPRISES, State.HOLDS, State.HOLDS_PARTIAL, State.REFUTED, State.UNDECIDED, State.NOT_RUN,
                State.NOT_DECIDABLE)
@@ -122,10 +123,9 @@ def render_grid(cells: dict[str, dict[str, State]], roles: dict[str, dict[str, s
     lines += ["", *wrap(legend, width, "        ")]
     lines += wrap("ok* = the specs that ran passed, but not all of the cell's specs ran; (…) = cross-check: the claim "
                   "is not made about this design, so it is no verdict on the documents", width)
-    lines += wrap(f"{', '.join(LITERATURE_CLAIMS)}: the literature's claims about ALiBi; {', '.join(HARNESS_CLAIMS)}: "
-                  "the harness's own (equivalent call paths agree); ctr: the contract (shape, dtype, bad input, "
-                  "gradients)",
-                  width)
+    lines += wrap(f"{', '.join(LITERATURE_CLAIMS)}: the literature's claims about ALiBi; PATH-1 … PATH-3: the "
+                  f"harness's own (equivalent call paths agree); MODEL-1 … {MODEL_CLAIMS[-1]}: the harness's "
+                  "relations of a whole model; ctr: the contract (shape, dtype, bad input, gradients)", width)
     return lines
 
 

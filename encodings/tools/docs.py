@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def identify_example_markdown() -> str:
     if importlib.util.find_spec("transformers") is None:
         raise SectionUnavailable("identify-example needs transformers: pip install -e '.[ecosystem]'")
     done = subprocess.run([sys.executable, "-m", "posenc", "identify", *IDENTIFY_EXAMPLE], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env={**os.environ, "COLUMNS": "100"})  # the page's width
     if done.returncode:
         raise RuntimeError(f"identify failed: {done.stderr.strip().splitlines()[-1:]}")
     report = done.stdout.split("\n# save as a plug-in file")[0].rstrip("\n")
