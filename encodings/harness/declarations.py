@@ -86,3 +86,19 @@ MODEL_DEFAULTS = {
 def model_claims(overrides=None) -> dict:
     """Declarations for a correct causal LM (every model relation holds); pass overrides for what differs."""
     return with_defaults(MODEL_DEFAULTS, overrides)
+
+
+def model_claims_for(traits, overrides=None) -> dict:
+    """:func:`model_claims` with what ``traits`` exclude declared ``n/a``: shifts and bf16 far
+    queries need position ids, padding needs a mask, a shift means nothing to absolute positions,
+    and MODEL-7 needs a maximum."""
+    excluded = {}
+    if not traits.takes_position_ids:
+        excluded["MODEL-1"] = excluded["MODEL-6"] = not_applicable("the model takes no position ids")
+    elif traits.positions == "absolute":
+        excluded["MODEL-1"] = not_applicable("absolute positions: a shift changes every embedding")
+    if not traits.takes_attention_mask:
+        excluded["MODEL-4"] = not_applicable("the model takes no attention mask: no padding")
+    if traits.max_position is None:
+        excluded["MODEL-7"] = not_applicable("the model has no maximum length")
+    return model_claims({**excluded, **(overrides or {})})

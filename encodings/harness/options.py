@@ -45,6 +45,10 @@ def addoptions(parser) -> None:
     group.addoption("--identify-expect", metavar="FAMILY[:key=value,...]", default=None,
                     help="judge --identify's target against the geometry its library documents "
                          "(python -m posenc identify --help), not the measured one")
+    group.addoption("--model", metavar="FILE.py:NAME", default=None,
+                    help="run every model relation (MODEL-*) against a causal LM: a class, a factory or an instance "
+                         "(transformers' models, input_pos models, or logits, cache = model(ids, position_ids, "
+                         "attention_mask, cache))")
     group.addoption("--plugin", action="append", default=[], metavar="FILE",
                     help="load a Python file that registers encoders (repeatable)")
     group.addoption("--device", default=None, help="device the specs run on: cpu or cuda")
@@ -83,6 +87,7 @@ class Settings:
     perf_compare: Path | None = None  # the saved run to compare with
     perf_gates: tuple = ()
     identify: tuple[str, str, str | None, str | None] | None = None  # (FILE.py:NAME, protocol, apply, expect)
+    model: str | None = None  # --model FILE.py:NAME
     matrix_mode: str = "grid"  # --matrix
 
 
@@ -233,6 +238,15 @@ def _identify(config):
     return target, protocol, apply, expect
 
 
+def _model(config) -> str | None:
+    target = config.getoption("model")
+    if target is not None:
+        path, _, name = target.rpartition(":")
+        if not path.endswith(".py") or not name.isidentifier() or not Path(path).is_file():
+            _fail(f"--model takes FILE.py:NAME of an existing file, got {target!r}")
+    return target
+
+
 def _matrix_mode(config) -> str:
     mode, source = _value(config, "matrix_mode", "POSENC_MATRIX", "grid")
     if mode not in ("grid", "summary", "none"):
@@ -257,6 +271,7 @@ def read(config) -> Settings:
         matrix_dir=_matrix_dir(config),
         hypothesis_profile=hypothesis_profile(config),
         identify=_identify(config),
+        model=_model(config),
         matrix_mode=_matrix_mode(config),
         **dict(zip(("perf_compare", "perf_gates"), _perf_comparison(config))),
     )

@@ -3,7 +3,7 @@
 Enabled by the repository's ``conftest.py``. The road from a record to a cell:
 
 1. :mod:`.options` reads and checks every option and ``POSENC_*`` variable (``pytest --help``
-   lists them); :mod:`.selection` loads plug-ins and ``--identify`` and picks the encoders;
+   lists them); :mod:`.selection` loads plug-ins, ``--identify`` and ``--model``, picks encoders;
 2. :mod:`.parametrization` makes one case per (spec, encoder, dtype) the claim applies to;
 3. :mod:`.execution` runs a case under its timeout, blocked where the encoder cannot be judged,
    with torch's global state restored (:mod:`.running` tells the assertion helpers which spec);
@@ -12,9 +12,8 @@ Enabled by the repository's ``conftest.py``. The road from a record to a cell:
 5. :class:`.matrix.Matrix` aggregates the outcomes into cells, once; :mod:`.reports` writes
    ``verdicts.json``, ``.md`` and ``.html``; :mod:`.terminal` and :mod:`.perf_report` print them.
 
-The Hypothesis profiles are registered in ``conftest.py`` and chosen by ``--hypothesis-profile``
-or ``POSENC_HYPOTHESIS_PROFILE``. Benchmarks take ``perf_record`` and ``perf_device`` instead of
-``record`` (:mod:`.benchmark_gates` compares them with a saved run).
+Hypothesis profiles: ``conftest.py``, chosen by ``--hypothesis-profile`` or ``POSENC_HYPOTHESIS_PROFILE``.
+Benchmarks take ``perf_record`` (no models) and ``perf_device`` (:mod:`.benchmark_gates` compares runs).
 """
 
 from __future__ import annotations
@@ -102,7 +101,8 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("record,dtype" if takes_dtype else "record",
                              spec_params(metafunc.function.__name__, takes_dtype, state.records, *found))
     if "perf_record" in metafunc.fixturenames:
-        metafunc.parametrize("perf_record", state.records, ids=[r.name for r in state.records])
+        metafunc.parametrize("perf_record", perf := [r for r in state.records if r.kind != "model"],
+                             ids=[r.name for r in perf])
     if "perf_device" in metafunc.fixturenames:
         metafunc.parametrize("perf_device", state.perf.devices)
 

@@ -90,10 +90,10 @@ def first_line(text: str, width: int = 300) -> str:
 
 
 def _loaded_by(record) -> str:
-    """The options that register ``record`` again: ``--plugin FILE``, ``--identify …``, or none."""
+    """The options that register ``record`` again: ``--plugin FILE``, ``--identify …``, ``--model …``, or none."""
     if record.origin == "built-in":
         return ""
-    return f" {record.origin}" if record.origin.startswith("--identify ") else f" --plugin {record.origin}"
+    return f" {record.origin}" if record.origin.startswith(("--identify ", "--model ")) else f" --plugin {record.origin}"
 
 
 def reproducer(spec: RunningSpec, drawn: dict[str, object] | None = None) -> str:
@@ -124,7 +124,10 @@ def python_reproducer(spec: RunningSpec, fixtures: dict[str, object], drawn: dic
         options = dict(zip(words[::2], words[1::2]))
         plugin = ("from posenc.harness.selection import identify_and_register  # noqa: E402\n"
                   f"identify_and_register({options['--identify']!r}, {options.get('--identify-protocol', 'single')!r}, "
-                  f"{options.get('--identify-apply')!r})\n")
+                  f"{options.get('--identify-apply')!r}, {options.get('--identify-expect')!r})\n")
+    if spec.record.origin.startswith("--model "):
+        plugin = ("from posenc.harness.selection import register_model  # noqa: E402\n"
+                  f"register_model({spec.record.origin.split(maxsplit=1)[1]!r})\n")
     arguments = {**{k: v for k, v in fixtures.items() if k != "record"}, **drawn}
     call = ", ".join(["record=record", *(f"{k}={_literal(v)}" for k, v in arguments.items())])
     return (

@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch
+
 from . import identification, isolation, registry
 from .options import Settings
 from .records import SPEC_CONFIG, EncoderRecord
@@ -80,6 +82,41 @@ def identify_and_register(target_spec: str, protocol: str = "single", apply_name
     return {identified_name: report}
 
 
+def register_model(target_spec: str) -> str:
+    """``--model FILE.py:NAME``: register the record of a user's causal LM (a class built without
+    arguments, a factory, or an instance copied for each spec), every model relation declared to
+    hold; the file may give ``MODEL_TRAITS = {...}`` (:class:`~posenc.harness.records.ModelTraits`
+    fields) for what the model cannot say of itself. Returns the record's name."""
+    import copy
+
+    from .declarations import model_claims_for
+    from .models import adapt, traits_of
+
+    path, _, name = target_spec.rpartition(":")
+    record_name = f"model_{name}"
+    if record_name in {r.name for r in registry.records()}:
+        return record_name  # registered by an earlier configure of this process
+    module_spec = importlib.util.spec_from_file_location(f"user_model_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+        target = getattr(module, name)
+        make = (lambda: copy.deepcopy(target)) if isinstance(target, torch.nn.Module) else target
+        probe = make()
+        traits = traits_of(probe, **getattr(module, "MODEL_TRAITS", {}))
+    except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
+        raise SelectionError(f"--model {target_spec}: {type(error).__name__}: {error}") from None
+
+    def build(config):
+        return adapt(make().to(device=config.device, dtype=config.dtype), traits)
+
+    again = f"--model {Path(path).resolve()}:{name}"
+    registry.register(EncoderRecord(name=record_name, build=build, kind="model", source=target_spec,
+                                    description=f"--model {target_spec}: {traits.library}", origin=again,
+                                    model=traits, claims=model_claims_for(traits)))
+    return record_name
+
+
 def select(settings: Settings) -> Selection:
     try:
         registry.check_registered()
@@ -87,6 +124,8 @@ def select(settings: Settings) -> Selection:
         raise SelectionError(str(error)) from None
     load_plugins(settings.plugins)
     identified = register_identified(settings) if settings.identify else {}
+    if settings.model:
+        register_model(settings.model)
     everything = registry.records()
     names = [r.name for r in everything]
     unknown = [n for n in settings.encoders if not fnmatch.filter(names, n)]

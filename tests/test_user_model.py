@@ -1,0 +1,72 @@
+"""``pytest specs --model FILE.py:NAME`` on a user's file outside the project: the model relations
+run against a hand-written causal LM that keeps its own KV cache and takes ``input_pos`` (not
+transformers' convention), built from a class, a factory or an instance; a planted defect is a
+FAIL with a pytest command and a standalone script that raise it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posenc.harness.states import State
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "examples" / "my_model.py"
+pytestmark = pytest.mark.xdist_group("user_model")
+
+
+def _run(tmp_path: Path, target: str, *options) -> tuple[dict, subprocess.CompletedProcess]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    reports = tmp_path / "reports"
+    ran = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "specs"), "-q", "-p", "no:cacheprovider",
+                          "--model", target, "--encoders", "model_*", "--matrix-dir", str(reports), *options],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert (reports / "verdicts.json").exists(), ran.stdout[-3000:] + ran.stderr[-3000:]
+    return json.loads((reports / "verdicts.json").read_text()), ran
+
+
+def _model_row(verdicts: dict, name: str) -> dict:
+    return {claim: row[name] for claim, row in verdicts["matrix"].items() if claim.startswith("MODEL-")
+            or claim == "contract"}
+
+
+def test_a_hand_written_input_pos_model_holds_every_relation_it_can_take(tmp_path):
+    (tmp_path / "my_model.py").write_text(EXAMPLE.read_text())
+    verdicts, ran = _run(tmp_path, f"{tmp_path / 'my_model.py'}:TinyDecoder")
+    row = _model_row(verdicts, "model_TinyDecoder")
+    assert row.pop("MODEL-4") == State.NA, row  # no attention mask in this convention
+    assert set(row.values()) == {State.HOLDS}, (row, ran.stdout[-3000:])
+    assert ran.returncode == 0
+
+
+def test_a_factory_and_an_instance_are_models_too(tmp_path):
+    source = EXAMPLE.read_text() + "\n\ndef make():\n    return TinyDecoder()\n\n\nmodel = TinyDecoder()\n"
+    (tmp_path / "my_model.py").write_text(source)
+    for name in ("make", "model"):
+        verdicts, ran = _run(tmp_path, f"{tmp_path / 'my_model.py'}:{name}", "-k", "batch_rows or decoding")
+        row = _model_row(verdicts, f"model_{name}")
+        assert (row["MODEL-2"], row["MODEL-5"]) == (State.HOLDS, State.HOLDS), (name, ran.stdout[-2000:])
+
+
+def test_positions_restarting_at_each_call_fail_decoding_with_reproducers(tmp_path):
+    """The executorch #2010 class: each call rotates from 0, so a cached continuation is wrong."""
+    source = EXAMPLE.read_text().replace("q, k = rotate(q, input_pos), rotate(k, input_pos)",
+                                         "q, k = rotate(q, input_pos - input_pos[0]), rotate(k, input_pos - input_pos[0])")
+    assert source != EXAMPLE.read_text()
+    (tmp_path / "my_model.py").write_text(source)
+    verdicts, ran = _run(tmp_path, f"{tmp_path / 'my_model.py'}:TinyDecoder")
+    row = _model_row(verdicts, "model_TinyDecoder")
+    failing = {claim for claim, state in row.items() if state == State.UNEXPECTEDLY_FAILING}
+    assert failing == {"MODEL-2", "MODEL-3"}, (row, ran.stdout[-3000:])
+    assert ran.returncode == 1
+    decode = next(o for o in verdicts["outcomes"] if o["claim"] == "MODEL-2")
+    assert f"--model {tmp_path / 'my_model.py'}:TinyDecoder" in decode["reproducer"]
+    script = tmp_path / "repro.py"
+    script.write_text(decode["python"])
+    again = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode != 0 and "[MODEL-2] model_TinyDecoder" in again.stderr, again.stderr[-2000:]
