@@ -205,7 +205,8 @@ def test_left_padding_with_its_mask_gives_the_unpadded_logits(record, device):
     for step in range(steps):
         mask = torch.cat((mask, torch.ones(len(PADS), 1, dtype=torch.long, device=device)), dim=1)
         positions = positions[:, -1:] + 1
-        token = torch.stack([row[0, SEQ - pad + step : SEQ - pad + step + 1] for pad, row in zip(PADS, rows, strict=True)])
+        token = torch.stack([row[0, SEQ - pad + step : SEQ - pad + step + 1]
+                             for pad, row in zip(PADS, rows, strict=True)])
         logits, cache = _forward(model, token, positions, mask, cache)
         for r, pad in enumerate(PADS):
             s.require_within(error=float((logits[r, 0] - alone[r][0, SEQ - pad + step]).abs().max()), bound=bound,

@@ -24,6 +24,24 @@ FINDINGS: frozenset[tuple[str, str]] = frozenset({
 #: The records the ecosystem run selects.
 ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
 
+#: transformers' architectures whose ``model.to(torch.bfloat16)`` rounds the rotary ``inv_freq`` buffer, so
+#: that a query far from its keys turns by the wrong angles (MODEL-6); dynamic NTK recomputes θ in float32.
+MODEL_CAST_ROUNDS_FREQUENCIES = ("lm_llama", "lm_llama_linear", "lm_llama_yarn", "lm_llama3", "lm_mistral",
+                                 "lm_mixtral", "lm_qwen2", "lm_qwen3", "lm_gemma", "lm_gemma2", "lm_gemma3", "lm_gpt_neox",
+                                 "lm_falcon", "lm_stablelm", "lm_olmo2", "lm_cohere", "lm_starcoder2", "lm_deepseek_v3")
+#: Past ``n_positions`` / ``max_seq_len`` an error that names no limit (MODEL-7).
+MODEL_UNCLEAR_LIMIT = ("lm_gpt2", "lm_gptj", "lm_mpt")
+MODEL_FINDINGS: frozenset[tuple[str, str]] = frozenset({
+    *{(name, "MODEL-6") for name in MODEL_CAST_ROUNDS_FREQUENCIES},
+    *{(name, "MODEL-7") for name in MODEL_UNCLEAR_LIMIT},
+})
+#: Cells no run can decide here, with why: the relation shows no teeth on this model.
+MODEL_UNDECIDED = {("lm_phi3_longrope", "MODEL-6"): "a query one position off moves the logits by less than 8 times "
+                                                    "bf16's own distance near the keys"}
+#: The model records the model run selects, and the matrix of its last run kept for the docs.
+MODEL_ENCODERS = "lm_*"
+MODEL_MEASURED = "docs/measurements/model-matrix.json"
+
 
 #: The matrix of the last ecosystem run kept for the docs (``python -m posenc docs --ecosystem-json``).
 MEASURED = "docs/measurements/ecosystem-matrix.json"
@@ -54,4 +72,24 @@ def table_markdown(path=MEASURED) -> str:
         cells = [f"**{row[n]}**" if State(row[n]) in SURPRISES else str(row[n]) for n in names]
         if any(State(row[n]) != State.NA for n in names):
             lines.append(f"| {claim} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def model_table_markdown(path=MODEL_MEASURED) -> str:
+    """Architectures × model relations as the kept run observed them; a finding's cell in bold."""
+    import json
+    from pathlib import Path
+
+    from posenc.harness.states import SURPRISES, State
+
+    kept = json.loads(Path(path).read_text())
+    matrix = {claim: row for claim, row in kept["matrix"].items() if claim.startswith("MODEL-") or claim == "contract"}
+    names = list(next(iter(matrix.values())))
+    versions = ", ".join(f"{name} {version}" for name, version in kept["libraries"].items() if name == "transformers")
+    lines = [f"Observed by a run of `--plugin posenc.ecosystem --encoders '{MODEL_ENCODERS}'` ({versions}; "
+             f"torch {kept['torch']}): {len(names)} models.", "",
+             "| model | " + " | ".join(matrix) + " |", "|---|" + "---|" * len(matrix)]
+    for name in names:
+        cells = [f"**{row[name]}**" if State(row[name]) in SURPRISES else str(row[name]) for row in matrix.values()]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -115,7 +115,8 @@ DECLARED = {
         "MODEL-2": posenc.refuted(_THRESHOLD.format(what="the base", path="one full pass")),
         "MODEL-3": posenc.refuted(_THRESHOLD.format(what="the base", path="one full pass"))},
     "lm_phi3_longrope": {
-        "MODEL-1": posenc.refuted(_THRESHOLD.format(what="short or long factors", path="a shift past the original length")),
+        "MODEL-1": posenc.refuted(_THRESHOLD.format(what="short or long factors",
+                                                    path="a shift past the original length")),
         "MODEL-2": posenc.refuted(_THRESHOLD.format(what="short or long factors", path="one full pass")),
         "MODEL-3": posenc.refuted(_THRESHOLD.format(what="short or long factors", path="one full pass")),
         "MODEL-4": posenc.refuted("the factors follow the batch's largest position: a short row beside a row past the "

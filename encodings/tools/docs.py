@@ -26,7 +26,7 @@ from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
 from posenc.tools import cli
 from posenc.tools.perf_figures import documents_table_markdown, perf_table_markdown, write_measurements
-from posenc.tools import precision, reference, suite_benchmark
+from posenc.tools import model_benchmark, precision, reference, suite_benchmark
 
 
 def matrix_markdown() -> str:
@@ -122,6 +122,12 @@ def identify_example_markdown() -> str:
             + "\n…  (then the plug-in file registering the identified record)\n```\n")
 
 
+def model_table_markdown() -> str:
+    from posenc.ecosystem.findings import model_table_markdown as table
+
+    return table()
+
+
 def ecosystem_table_markdown() -> str:
     from posenc.ecosystem.findings import table_markdown
 
@@ -157,6 +163,8 @@ SECTIONS = {
     "precision": precision.precision_markdown,
     "identify-example": identify_example_markdown,
     "ecosystem-table": ecosystem_table_markdown,
+    "model-table": model_table_markdown,
+    "model-budget": model_benchmark.budget_markdown,
     "length-experiment": length_experiment_markdown,
     "suite-benchmark": suite_benchmark.table_markdown,
     "suite-summary": suite_benchmark.summary_markdown,
@@ -253,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ecosystem-json", metavar="VERDICTS.json", type=Path,
                         help="first keep the matrix of this ecosystem run (pytest specs --plugin posenc.ecosystem "
                              "--encoders ...) in docs/measurements/ecosystem-matrix.json, for the findings table")
+    parser.add_argument("--model-json", metavar="VERDICTS.json", type=Path,
+                        help="first keep the matrix of this model run (pytest specs --plugin posenc.ecosystem "
+                             "--encoders 'lm_*') in docs/measurements/model-matrix.json, for the model findings")
     parser.add_argument("--perf-json", metavar="BENCH.json", type=Path,
                         help="first keep the measured benchmarks of this pytest-benchmark JSON (pytest specs -m perf "
                              "--benchmark-json BENCH.json) in docs/measurements/perf-cpu.json, for the perf tables")
@@ -265,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         kept = kept_matrix(json.loads(args.ecosystem_json.read_text()))
         Path(MEASURED).write_text(json.dumps(kept, indent=1) + "\n")
         print(f"ecosystem matrix kept in {MEASURED}", file=sys.stderr)
+    if args.model_json:
+        from posenc.ecosystem.findings import MODEL_MEASURED, kept_matrix
+
+        kept = kept_matrix(json.loads(args.model_json.read_text()))
+        Path(MODEL_MEASURED).write_text(json.dumps(kept, indent=1) + "\n")
+        print(f"model matrix kept in {MODEL_MEASURED}", file=sys.stderr)
     if args.show:
         print(SECTIONS[args.show](), end="")
         return 0

@@ -1,0 +1,372 @@
+"""Mutant models: a tiny pure-torch causal LM (``TinyLM``) and variants of it that each ship one
+defect real libraries shipped, so that the model relations (``specs/test_models.py``, MODEL-*)
+can show they catch it.
+
+A plug-in, loaded only on request (a module name or this file's path)::
+
+    pytest specs/test_models.py --plugin tests.model_mutants --encoders 'tinylm*'
+
+``tinylm`` is the control: 2 layers, width 64, 4 heads of 16, vocabulary 128, half-split RoPE of
+base 10000 with θ recomputed in float32 at every call (no buffer a cast can round), angles in
+float32 under any dtype or autocast, RMSNorm before each block, causal softmax attention over an
+explicit KV cache of rotated keys, a gated MLP, an untied head, weights of standard deviation
+0.2 (so that attention depends on position visibly), ``max_position`` 32 with relative positions
+extrapolating past it. Every mutant keeps the control's declarations (``model_claims()``): a
+relation its defect breaks reads "unexpectedly failing", and the mutant declares exactly which
+(``fails=``), with why where several fail.
+
+The defects, one step of ``TinyLM`` each:
+
+* ``tinylm_decode_rows_from_zero``: a continuation reads rotary rows counted from 0 instead of
+  from the cache length (executorch #2010, ``freqs[:seqlen]`` for ``freqs[start_pos:start_pos +
+  seqlen]``); kept as ``positions − cache length`` so that a step still moves with its position
+  (a step that ignored positions entirely would leave MODEL-6's teeth, taken on a step, at zero);
+* ``tinylm_layer_offset_after_update``: layers above the first read the cache's length after
+  layer 0 has already appended this call's tokens (flash-linear-attention #766);
+* ``tinylm_one_position_per_batch``: a batched decode step gives every row the first row's
+  position (unsloth #3803);
+* ``tinylm_mask_ignored``: left padding attended: the attention mask is never applied;
+* ``tinylm_inv_freq_buffer``: θ kept as a float buffer that ``model.to(torch.bfloat16)`` rounds
+  (transformers #25681);
+* ``tinylm_angles_under_autocast``: angles formed by a matmul that autocast runs in bf16, so
+  positions past 256 round before they turn (transformers #48450: the rotary's
+  ``autocast(enabled=False)`` missing);
+* ``tinylm_keys_rotated_at_slots``: keys cached unrotated and rotated, when read, at their slot in
+  the cache (0 … length − 1) instead of their positions (the re-rotating caches of
+  attention-sink/StreamingLLM ports);
+* ``tinylm_norm_across_batch``: RMSNorm's mean taken over the batch and the features, so a row's
+  scale depends on its companions;
+* ``tinylm_causal_off_by_one``: the full pass lets each token see the next one
+  (``tril(diagonal=1)``); a continuation's mask is right;
+* ``tinylm_window_in_full_pass_only``: a sliding window of 8 on the full pass, none on a
+  continuation (the full-pass/decode mismatch of sliding-window kernels);
+* ``tinylm_clamped_table`` (a known survivor): positions clamped to a table of 32 rows (the
+  clamp offered as a fix for index errors past ``max_position_embeddings``, transformers #5611).
+  Every relation that could see it takes its teeth where the clamp removes them, so it reads
+  ``undecided`` there (``undecided=``), never ``holds`` and never killed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import posenc
+from posenc.harness.declarations import model_claims
+from posenc.harness.models import TupleLM
+from posenc.harness.records import ModelTraits
+
+VOCAB, WIDTH, LAYERS, HEADS, HEAD_DIM, FFN = 128, 64, 2, 4, 16, 128
+BASE, MAX_POSITION, INIT, EPS, WINDOW = 10000.0, 32, 0.2, 1e-6, 8
+TRAITS = ModelTraits(max_position=MAX_POSITION, vocab_size=VOCAB, extrapolates=True,
+                     library="TinyLM (tests/model_mutants, pure torch)")
+SOURCE = "tests/model_mutants"
+
+
+class KVCache:
+    """Each layer's keys and values, (batch, heads, length, head_dim)."""
+
+    def __init__(self, layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * layers
+        self.values: list[torch.Tensor | None] = [None] * layers
+
+    def layer_length(self, layer: int) -> int:
+        return 0 if self.keys[layer] is None else self.keys[layer].shape[2]
+
+    def get_seq_length(self) -> int:
+        """Layer 0's length: the whole cache's, between calls."""
+        return self.layer_length(0)
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.keys[layer] is not None:
+            k, v = torch.cat((self.keys[layer], k), dim=2), torch.cat((self.values[layer], v), dim=2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention_norm, self.mlp_norm = nn.Parameter(torch.ones(WIDTH)), nn.Parameter(torch.ones(WIDTH))
+        self.q, self.k, self.v, self.o = (nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(WIDTH, FFN, bias=False), nn.Linear(WIDTH, FFN, bias=False)
+        self.down = nn.Linear(FFN, WIDTH, bias=False)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+class TinyLM(nn.Module):
+    """The correct model, its forward pass split into steps; each mutant overrides one."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.final_norm = nn.Parameter(torch.ones(WIDTH))
+        self.head = nn.Linear(WIDTH, VOCAB, bias=False)
+        for parameter in self.parameters():
+            if parameter.dim() == 2:
+                nn.init.normal_(parameter, std=INIT)
+
+    # ------------------------------------------------------------ positions and rotation
+
+    def inverse_frequencies(self, device) -> torch.Tensor:
+        """θ in float64 from the base, rounded once to float32: no buffer, so no cast reaches it."""
+        theta = BASE ** -(torch.arange(0, HEAD_DIM, 2, dtype=torch.float64) / HEAD_DIM)
+        return theta.to(device=device, dtype=torch.float32)
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, head_dim / 2) in float32, whatever the model's dtype or autocast."""
+        return positions.to(torch.float32)[..., None] * self.inverse_frequencies(positions.device)
+
+    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = self.angles(positions).to(torch.float32)
+        both = torch.cat((angles, angles), dim=-1)[:, None]  # half-split, over the heads
+        return both.cos(), both.sin()
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        cos, sin = self.cos_sin(positions)
+        wide = x.to(torch.float32)
+        return (wide * cos + rotate_half(wide) * sin).to(x.dtype)
+
+    def rotary_positions(self, layer: int, positions: torch.Tensor, cache: KVCache, continuing: bool) -> torch.Tensor:
+        """The positions layer ``layer`` rotates this call's q and k at (before its cache update)."""
+        return positions
+
+    # ------------------------------------------------------------ attention
+
+    def allowed_keys(self, mask: torch.Tensor, start: int, seq: int, continuing: bool) -> torch.Tensor:
+        """(batch, 1, seq, start + seq): causal, and the mask's keys only."""
+        query = torch.arange(start, start + seq, device=mask.device)[:, None]
+        key = torch.arange(start + seq, device=mask.device)[None]
+        return (key <= query)[None, None] & mask.bool()[:, None, None, :]
+
+    def keys_and_values(self, layer, k, v, positions, cache: KVCache):
+        """Rotated keys into the cache; all of this layer's keys and values out."""
+        return cache.update(layer, self.rotate(k, positions), v)
+
+    def attention(self, layer, block, x, positions, allowed, cache, continuing):
+        batch, seq, _ = x.shape
+        q, k, v = (project(x).view(batch, seq, HEADS, HEAD_DIM).transpose(1, 2)
+                   for project in (block.q, block.k, block.v))
+        rotary = self.rotary_positions(layer, positions, cache, continuing)
+        keys, values = self.keys_and_values(layer, k, v, rotary, cache)
+        scores = (self.rotate(q, rotary) @ keys.transpose(-1, -2) / math.sqrt(HEAD_DIM)).to(torch.float32)
+        weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+        weights = torch.where(allowed.any(dim=-1, keepdim=True), weights, 0.0)  # a pad query attends nothing
+        out = weights.to(values.dtype) @ values
+        return block.o(out.transpose(1, 2).reshape(batch, seq, WIDTH))
+
+    # ------------------------------------------------------------ the rest
+
+    def normalize(self, weight: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        wide = h.to(torch.float32)
+        return (wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + EPS)).to(h.dtype) * weight
+
+    def mlp(self, block, x):
+        return block.down(F.silu(block.gate(x)) * block.up(x))
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
+        batch, seq = input_ids.shape
+        continuing = cache is not None
+        cache = cache if continuing else KVCache(LAYERS)
+        start = cache.get_seq_length()
+        if position_ids is None:
+            position_ids = torch.arange(start, start + seq, device=input_ids.device).expand(batch, seq)
+        if attention_mask is None:
+            attention_mask = torch.ones(batch, start + seq, dtype=torch.long, device=input_ids.device)
+        allowed = self.allowed_keys(attention_mask, start, seq, continuing)
+        h = self.embed(input_ids)
+        for layer, block in enumerate(self.blocks):
+            h = h + self.attention(layer, block, self.normalize(block.attention_norm, h), position_ids, allowed,
+                                   cache, continuing)
+            h = h + self.mlp(block, self.normalize(block.mlp_norm, h))
+        return self.head(self.normalize(self.final_norm, h)), cache
+
+
+# ------------------------------------------------------------------ declarations
+
+
+@dataclass(frozen=True)
+class ModelMutant:
+    """One mutant: its record, the claims it fails (exactly), why where several fail; or, for a
+    known survivor, why no relation kills it and the claims it leaves ``undecided`` instead."""
+
+    record: posenc.EncoderRecord
+    fails: frozenset[str]
+    why: str = ""
+    survives: str = ""
+    undecided: frozenset[str] = frozenset()
+
+
+def _build(model_class):
+    def build(config: posenc.BuildConfig):
+        return TupleLM(model_class().to(device=config.device, dtype=config.dtype), TRAITS)
+
+    return build
+
+
+CONTROL = posenc.EncoderRecord(
+    name="tinylm", build=_build(TinyLM), kind="model", model=TRAITS, source=SOURCE, origin="plug-in",
+    claims=model_claims(),
+    description="TinyLM control: pure-torch causal LM, half-split RoPE with float32 angles, an explicit KV cache",
+)
+MUTANTS: list[ModelMutant] = []
+
+
+def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", undecided: set[str] = frozenset()):
+    """Declare a ``TinyLM`` subclass a mutant named ``tinylm_<its snake-case name>``: the control's
+    record and declarations, its build, and the claims it must fail."""
+
+    def decorate(model_class):
+        name = "tinylm_" + "".join(f"_{c.lower()}" if c.isupper() else c for c in model_class.__name__).lstrip("_")
+        record = dataclasses.replace(CONTROL, name=name, build=_build(model_class),
+                                     description=" ".join((model_class.__doc__ or "").split()))
+        MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided)))
+        return model_class
+
+    return decorate
+
+
+CACHE_PATH = ("the cached path is wrong: a token-by-token decode (MODEL-2), a chunked prefill (MODEL-3) and the "
+              "padded batch's decode steps (MODEL-4) all continue a cache")
+FULL_PASS = ("the full pass and a continuation differ: the full pass is the reference of the decode (MODEL-2), "
+             "the chunked prefill (MODEL-3) and the padded batch's decode steps (MODEL-4)")
+
+
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=CACHE_PATH)
+class DecodeRowsFromZero(TinyLM):
+    """a continuation's rotary rows start at 0 instead of at the cache length (executorch #2010)"""
+
+    def rotary_positions(self, layer, positions, cache, continuing):
+        return positions - cache.layer_length(layer) if continuing else positions
+
+
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=CACHE_PATH)
+class LayerOffsetAfterUpdate(TinyLM):
+    """layers above the first offset their RoPE by the cache length layer 0 already incremented
+    (flash-linear-attention #766)"""
+
+    def rotary_positions(self, layer, positions, cache, continuing):
+        # the cache's length (layer 0's) instead of this layer's own
+        return positions + cache.get_seq_length() - cache.layer_length(layer) if continuing else positions
+
+
+@mutant(fails={"MODEL-4"})
+class OnePositionPerBatch(TinyLM):
+    """a batched decode step gives every row the first row's position (unsloth #3803)"""
+
+    def rotary_positions(self, layer, positions, cache, continuing):
+        return positions[:1].expand_as(positions) if continuing else positions
+
+
+@mutant(fails={"MODEL-4"})
+class MaskIgnored(TinyLM):
+    """left padding attended: the attention mask is not applied"""
+
+    def allowed_keys(self, mask, start, seq, continuing):
+        return super().allowed_keys(torch.ones_like(mask), start, seq, continuing)
+
+
+@mutant(fails={"MODEL-6"})
+class InvFreqBuffer(TinyLM):
+    """θ kept as a float buffer, which model.to(torch.bfloat16) rounds (transformers #25681)"""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", super().inverse_frequencies("cpu"), persistent=False)
+
+    def inverse_frequencies(self, device):
+        return self.inv_freq
+
+
+@mutant(fails={"MODEL-6"})
+class AnglesUnderAutocast(TinyLM):
+    """angles formed by a matmul that bf16 autocast runs in bf16: positions past 256 round
+    (transformers #48450, the rotary's autocast(enabled=False) missing)"""
+
+    def angles(self, positions):
+        theta = self.inverse_frequencies(positions.device)
+        return (theta[None, :, None] @ positions.to(torch.float32)[:, None, :]).transpose(1, 2)
+
+
+@mutant(fails={"MODEL-1", "MODEL-4"},
+        why="a key turns at its slot, its position less the row's start: the logits depend on where the positions "
+            "start (MODEL-1) and on how far a row is left-padded (MODEL-4)")
+class KeysRotatedAtSlots(TinyLM):
+    """keys cached unrotated and rotated, when read, at their slot in the cache instead of their
+    positions (re-rotating attention-sink caches)"""
+
+    def keys_and_values(self, layer, k, v, positions, cache):
+        keys, values = cache.update(layer, k, v)
+        slots = torch.arange(keys.shape[2], device=keys.device).expand(keys.shape[0], -1)
+        return self.rotate(keys, slots), values
+
+
+@mutant(fails={"MODEL-4", "MODEL-5"},
+        why="a row's scale depends on its companions (MODEL-5), and MODEL-4 compares rows of a padded batch with "
+            "each row alone")
+class NormAcrossBatch(TinyLM):
+    """RMSNorm's mean taken over the batch and the features, not the features alone"""
+
+    def normalize(self, weight, h):
+        wide = h.to(torch.float32)
+        return (wide * torch.rsqrt(wide.pow(2).mean(dim=(0, -1), keepdim=True) + EPS)).to(h.dtype) * weight
+
+
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=FULL_PASS)
+class CausalOffByOne(TinyLM):
+    """the full pass's causal mask lets each token see the next one; a continuation's is right"""
+
+    def allowed_keys(self, mask, start, seq, continuing):
+        if continuing:
+            return super().allowed_keys(mask, start, seq, continuing)
+        query, key = torch.arange(seq, device=mask.device)[:, None], torch.arange(seq, device=mask.device)[None]
+        return (key <= query + 1)[None, None] & mask.bool()[:, None, None, :]
+
+
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=FULL_PASS)
+class WindowInFullPassOnly(TinyLM):
+    """a sliding window of 8 in the full pass, none when continuing a cache"""
+
+    def allowed_keys(self, mask, start, seq, continuing):
+        allowed = super().allowed_keys(mask, start, seq, continuing)
+        if continuing:
+            return allowed
+        query, key = torch.arange(seq, device=mask.device)[:, None], torch.arange(seq, device=mask.device)[None]
+        return allowed & (key > query - WINDOW)[None, None]
+
+
+@mutant(survives="each relation that crosses position 31 (MODEL-1's shift by 1000, MODEL-2/3's 40 tokens, MODEL-6's "
+                 "far query) first takes its teeth there, where the clamp makes a position one off move nothing, "
+                 "and reads undecided before it compares; a relation checked first, teeth required only for holds, "
+                 "would kill it",
+        undecided={"MODEL-1", "MODEL-2", "MODEL-3", "MODEL-6"})
+class ClampedTable(TinyLM):
+    """positions clamped to a cos/sin table of max_position = 32 rows (transformers #5611's clamp)"""
+
+    def cos_sin(self, positions):
+        cos, sin = super().cos_sin(torch.arange(MAX_POSITION, device=positions.device)[None])
+        row = positions.clamp(0, MAX_POSITION - 1)
+        return cos[0, 0][row][:, None], sin[0, 0][row][:, None]
+
+
+RECORDS = [CONTROL, *(m.record for m in MUTANTS)]
+EXPECTED_CLAIMS: dict[str, set[str]] = {m.record.name: set(m.fails) for m in MUTANTS}
+WHY: dict[str, str] = {m.record.name: m.why for m in MUTANTS if m.why}
+KNOWN_SURVIVORS: dict[str, str] = {m.record.name: m.survives for m in MUTANTS if m.survives}
+EXPECTED_UNDECIDED: dict[str, set[str]] = {m.record.name: set(m.undecided) for m in MUTANTS}
+
+__all__ = ["CONTROL", "EXPECTED_CLAIMS", "EXPECTED_UNDECIDED", "KNOWN_SURVIVORS", "MUTANTS", "ModelMutant",
+           "RECORDS", "TinyLM", "WHY"]
+
+for _record in RECORDS:
+    posenc.register(_record)

@@ -1,0 +1,110 @@
+"""transformers' causal LMs (``--plugin posenc.ecosystem --encoders 'lm_*'``): the model relations
+on at least 15 architectures, every FAIL a known upstream finding with its reproducer, and the
+findings page rendered from this run.
+
+Known, in transformers 5.24.0 (``docs/findings/models.md``, each with a standalone script run here):
+
+* ``model.to(torch.bfloat16)`` rounds the rotary ``inv_freq`` buffer of every RoPE architecture
+  but dynamic NTK (which recomputes it in float32): a query far from its keys turns by the wrong
+  angles, its logits off by about 1 at distance 3000 where bf16's own rounding moves them by
+  about 0.1 (MODEL-6); keeping ``inv_freq`` in float32 after the cast removes it;
+* past ``n_positions`` GPT-2 and GPT-J, and past ``max_seq_len`` MPT, raise errors that name no
+  limit (``index out of range in self``, ``index 32 is out of bounds…``, a tensor size mismatch)
+  (MODEL-7).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from posenc.ecosystem import support
+from posenc.ecosystem.findings import MODEL_ENCODERS, MODEL_FINDINGS, MODEL_MEASURED, MODEL_UNDECIDED, kept_matrix
+from posenc.harness.states import SURPRISES, State
+
+pytestmark = pytest.mark.xdist_group("model_ecosystem")
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "findings" / "models.md"
+
+
+@pytest.fixture(scope="module")
+def model_run(tmp_path_factory):
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+    out = tmp_path_factory.mktemp("models")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "-n", "2", "--plugin",
+               "posenc.ecosystem", "--encoders", MODEL_ENCODERS, "--matrix-dir", str(out)]
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    wall = time.perf_counter() - start
+    assert (out / "verdicts.json").exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "verdicts.json").read_text()), result, wall
+
+
+def test_at_least_fifteen_architectures_print_their_relations(model_run):
+    verdicts, result, wall = model_run
+    names = verdicts["header"]["encoders"]
+    assert len(names) >= 15 and "whole models" in result.stdout, result.stdout[-2000:]
+    assert all(verdicts["matrix"][f"MODEL-{i}"][name] != State.NOT_RUN for i in range(1, 8) for name in names)
+    print(f"model run: {len(names)} models in {wall:.0f} s (-n 2)")
+
+
+def test_every_fail_is_a_known_finding_and_nothing_else_is_red(model_run):
+    verdicts, result, _ = model_run
+    cells = {(encoder, claim): state for claim, row in verdicts["matrix"].items() for encoder, state in row.items()}
+    red = {cell: state for cell, state in cells.items() if state in SURPRISES}
+    assert set(red) == MODEL_FINDINGS and set(red.values()) == {State.UNEXPECTEDLY_FAILING}, red
+    undecided = {cell for cell, state in cells.items() if state == State.UNDECIDED}
+    assert undecided == set(MODEL_UNDECIDED), undecided
+    assert result.returncode == 1
+
+
+def test_each_finding_carries_a_reproducer(model_run):
+    verdicts, _, _ = model_run
+    for encoder, claim in MODEL_FINDINGS:
+        found = [o for o in verdicts["outcomes"] if (o["encoder"], o["claim"]) == (encoder, claim)
+                 and o["state"] == State.UNEXPECTEDLY_FAILING]
+        assert found and all("--plugin posenc.ecosystem" in o["reproducer"] and o["python"] for o in found), found
+
+
+def test_the_findings_page_shows_this_run(model_run):
+    verdicts, _, _ = model_run
+    assert kept_matrix(verdicts) == json.loads((ROOT / MODEL_MEASURED).read_text()), \
+        "the model matrix changed: python -m posenc docs --model-json VERDICTS.json --write"
+
+
+def _snippet(first_line: str) -> str:
+    page = PAGE.read_text()
+    start = page.index(first_line)
+    return page[start:page.index("```", start)]
+
+
+def test_the_bf16_snippet_shows_the_far_query_off_and_the_fix():
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+    ran = subprocess.run([sys.executable, "-c", _snippet("# transformers 5.24.0: model.to(torch.bfloat16) rounds")],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    lines = [line for line in ran.stdout.splitlines() if line.startswith("query at")]
+    rounded = {int(line.split()[2].rstrip(":")): float(line.split("= ")[1].split(",")[0]) for line in lines}
+    kept = {int(line.split()[2].rstrip(":")): float(line.rsplit(" ", 1)[1]) for line in lines}
+    assert rounded[3000] > 4 * rounded[16] and rounded[100_000] > 4 * rounded[16], ran.stdout
+    assert max(kept.values()) < 4 * min(kept.values()), ran.stdout  # the fix: no growth with distance
+
+
+def test_the_past_maximum_snippet_shows_errors_that_name_no_limit():
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+    ran = subprocess.run([sys.executable, "-c", _snippet("# transformers 5.24.0: past their maximum length")],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    said = dict(line.split(": ", 1) for line in ran.stdout.splitlines() if line.startswith(("GPT-2", "GPT-J", "MPT")))
+    assert said["GPT-2"] == "IndexError: index out of range in self", said
+    assert said["GPT-J"].startswith("IndexError: index 32 is out of bounds") and said["MPT"].startswith("RuntimeError")

@@ -1,0 +1,180 @@
+"""The model relations catch the defects they are about, and blame them precisely: ``specs/test_models.py``
+run once on the ``tests.model_mutants`` plug-in (the ``TinyLM`` control and its mutants, each declaring
+the claims it fails).
+
+One subprocess runs the model specs on every TinyLM record, loaded through the public ``--plugin``
+option as a user's file would be, and writes the verdicts; the tests below read them. A kill is a
+cell "unexpectedly failing" (a ClaimViolation where the control's claim holds); a crash, an
+``undecided`` cell or an unexpected pass is never one, and on the control nothing but ``holds`` is
+accepted where a claim applies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import posenc
+from posenc.harness.claims import CLAIMS, CONTRACT
+from posenc.harness.declarations import model_claims
+from posenc.harness.states import State
+
+# One subprocess for every model mutant; under -n its tests share one worker.
+pytestmark = pytest.mark.xdist_group("model_mutants")
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = "tests.model_mutants"  # a package: --plugin takes its module name
+SPECS = "specs/test_models.py"
+KILL = State.UNEXPECTEDLY_FAILING
+#: States no TinyLM cell may reach: a crash or an unexpected pass is never a kill.
+RED = {State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
+
+
+def read_catalogue():
+    """The plug-in module and its records, collected without registering them in this process."""
+    collected = []
+    with mock.patch.object(posenc, "register", side_effect=collected.append):
+        module = importlib.import_module(PLUGIN)
+    assert collected, f"{PLUGIN} was imported before: its records would be registered in this process"
+    return module, collected
+
+
+CATALOGUE, RECORDS = read_catalogue()
+CONTROL = CATALOGUE.CONTROL.name
+MUTANTS = [m.record.name for m in CATALOGUE.MUTANTS]
+KILLED = [m for m in MUTANTS if CATALOGUE.EXPECTED_CLAIMS[m]]
+BY_NAME = {r.name: r for r in RECORDS}
+
+
+def _environment() -> dict:
+    """This environment without encoder selection, plug-ins or any other harness variable."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("POSENC_")}
+
+
+class ModelRun:
+    """The verdicts of the model specs on the TinyLM records: cells and outcomes."""
+
+    def __init__(self, verdicts: dict, wall_s: float):
+        self.matrix: dict[str, dict[str, str]] = verdicts["matrix"]
+        self.outcomes: list[dict] = verdicts["outcomes"]
+        self.wall_s = wall_s
+
+    def cells(self, encoder: str) -> dict[str, State]:
+        """Each claim's cell on ``encoder`` (the contract row included)."""
+        return {claim: State(row[encoder]) for claim, row in self.matrix.items() if encoder in row}
+
+    def of(self, encoder: str, states=None) -> list[dict]:
+        return [o for o in self.outcomes if o["encoder"] == encoder and (states is None or State(o["state"]) in states)]
+
+
+def expected_cells(name: str) -> dict[str, State]:
+    """What every cell of a TinyLM record must read: ``n/a`` where its claim does not apply,
+    "unexpectedly failing" where the mutant declares it fails, ``undecided`` where a known
+    survivor declares the relation blind, ``holds`` everywhere else."""
+    record = BY_NAME[name]
+    fails = CATALOGUE.EXPECTED_CLAIMS.get(name, set())
+    undecided = CATALOGUE.EXPECTED_UNDECIDED.get(name, set())
+    cells = {}
+    for claim in (*CLAIMS, CONTRACT):
+        if claim != CONTRACT and not record.applies(claim):
+            cells[claim] = State.NA
+        else:
+            cells[claim] = KILL if claim in fails else State.UNDECIDED if claim in undecided else State.HOLDS
+    return cells
+
+
+def _describe(run: ModelRun, name: str, claim: str) -> str:
+    messages = {o["state"]: o["message"] for o in run.of(name) if o["claim"] == claim}
+    return "; ".join(f"{state}: {message[:240]}" for state, message in messages.items()) or "no outcome"
+
+
+@pytest.fixture(scope="module")
+def model_run(tmp_path_factory) -> ModelRun:
+    """Run the model specs once on every TinyLM record (in a subprocess) and read their verdicts."""
+    out = tmp_path_factory.mktemp("model-mutants")
+    command = [sys.executable, "-m", "pytest", SPECS, "--plugin", PLUGIN, "--encoders", ",".join(BY_NAME),
+               "--matrix-dir", str(out), "-q", "-p", "no:cacheprovider", "--tb=no", "-n", "2"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    wall_s = time.perf_counter() - start
+    (out / "spec-run.log").write_text(done.stdout + done.stderr)
+    verdicts = out / "verdicts.json"
+    if done.returncode not in (0, 1) or not verdicts.exists():  # 1: the mutants fail, as they should
+        pytest.fail(f"the model spec run did not complete (exit {done.returncode}):\n"
+                    f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return ModelRun(json.loads(verdicts.read_text()), wall_s)
+
+
+# ------------------------------------------------------------------ the catalogue itself
+
+
+def test_catalogue_declares_at_least_ten_killed_mutants_with_their_claims():
+    assert len(KILLED) >= 10, KILLED
+    assert len(set(BY_NAME)) == len(RECORDS) == len(MUTANTS) + 1
+    assert all(name.startswith("tinylm_") for name in MUTANTS), MUTANTS
+    relations = {c for c in CLAIMS if c.startswith("MODEL-")} | {CONTRACT}
+    for name in MUTANTS:
+        fails, undecided = CATALOGUE.EXPECTED_CLAIMS[name], CATALOGUE.EXPECTED_UNDECIDED[name]
+        assert (fails | undecided) <= relations, f"{name}: claims that are not model relations"
+        assert bool(fails) != (name in CATALOGUE.KNOWN_SURVIVORS), \
+            f"{name}: list the claims it fails, or say in survives= why no relation kills it yet"
+        assert not undecided or name in CATALOGUE.KNOWN_SURVIVORS, f"{name}: a killed mutant leaves nothing undecided"
+        assert (len(fails) > 1) == (name in CATALOGUE.WHY), \
+            f"{name}: a mutant failing several claims says why each fails (why=), and only such a mutant"
+    assert BY_NAME[CONTROL].claims == model_claims(), "the control declares that every model relation holds"
+
+
+@pytest.mark.parametrize("name", MUTANTS)
+def test_mutant_describes_its_defect_and_keeps_the_control_declarations(name):
+    record, control = BY_NAME[name], BY_NAME[CONTROL]
+    assert record.description, f"{name}: the mutant class needs a docstring naming its defect"
+    assert record.claims == control.claims and record.model == control.model and record.kind == "model"
+    assert record.name not in {r.name for r in posenc.records()}, "reading the catalogue registered it"
+
+
+# ------------------------------------------------------------------ the run
+
+
+def test_every_record_went_through_the_model_specs(model_run):
+    ran = {o["encoder"] for o in model_run.outcomes}
+    assert set(BY_NAME) <= ran, f"no spec ran on: {sorted(set(BY_NAME) - ran)}"
+    print(f"model mutant run: {len(BY_NAME)} records in {model_run.wall_s:.1f} s wall time")
+
+
+def test_control_holds_every_cell_that_applies(model_run):
+    cells = model_run.cells(CONTROL)
+    wrong = {claim: state for claim, state in cells.items() if state != expected_cells(CONTROL)[claim]}
+    assert not wrong, "the control reads other than holds:\n" + "".join(
+        f"  {claim}: {state} ({_describe(model_run, CONTROL, claim)})\n" for claim, state in sorted(wrong.items()))
+    surprising = model_run.of(CONTROL, RED | {KILL, State.UNDECIDED})
+    assert not surprising, [(o["spec"], o["state"], o["message"][:200]) for o in surprising]
+
+
+@pytest.mark.parametrize("name", MUTANTS)
+def test_mutant_fails_exactly_its_declared_claims(model_run, name):
+    """Precise blame: the claims a defect fails are its own and those its why names; every other
+    cell holds (a known survivor: undecided exactly where it declares)."""
+    cells, expected = model_run.cells(name), expected_cells(name)
+    wrong = {claim: state for claim, state in cells.items() if state != expected[claim]}
+    assert not wrong, f"{name}: cells differ from the declaration (fails {sorted(CATALOGUE.EXPECTED_CLAIMS[name])})\n" \
+        + "".join(f"  {claim}: {state}, expected {expected[claim]} ({_describe(model_run, name, claim)})\n"
+                  for claim, state in sorted(wrong.items()))
+    red = model_run.of(name, RED)
+    assert not red, [(o["spec"], o["state"], o["message"][:200]) for o in red]
+    for claim in sorted(CATALOGUE.EXPECTED_CLAIMS[name]):
+        print(f"{claim}: {_describe(model_run, name, claim)}")
+
+
+def test_every_failure_carries_a_reproducer_that_loads_the_plugin(model_run):
+    failures = [o for o in model_run.outcomes if State(o["state"]) == KILL]
+    assert failures, "no mutant failed: the check would be vacuous"
+    missing = [o["test_id"] for o in failures if f"--plugin {PLUGIN}" not in o["reproducer"]]
+    assert not missing, f"failures whose reproducer does not load {PLUGIN}: {missing}"
