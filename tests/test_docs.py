@@ -76,7 +76,8 @@ def test_readme_is_a_front_page():
     assert len(text.encode()) <= README_LIMIT, f"README is {len(text.encode())} bytes, over {README_LIMIT}"
     assert "<!-- matrix:start -->" not in text, "the matrix belongs in docs/findings/documents.md"
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings[:3] == ["## Install and run", "## Check your own RoPE", "## What a run tells you"], headings
+    assert headings[:4] == ["## Install and run", "## Check your own RoPE", "## Check the RoPE inside your model",
+                            "## What a run tells you"], headings
 
 
 def _links(page: Path):
