@@ -27,7 +27,7 @@ ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
 #: transformers' architectures whose ``model.to(torch.bfloat16)`` rounds the rotary ``inv_freq`` buffer, so
 #: that a query far from its keys turns by the wrong angles (MODEL-6); dynamic NTK recomputes θ in float32.
 MODEL_CAST_ROUNDS_FREQUENCIES = ("lm_llama", "lm_llama_linear", "lm_llama_yarn", "lm_llama3", "lm_mistral",
-                                 "lm_mixtral", "lm_qwen2", "lm_qwen3", "lm_gemma", "lm_gemma2", "lm_gemma3", "lm_gpt_neox",
+                                 "lm_mixtral", "lm_qwen2", "lm_phi3_longrope", "lm_qwen3", "lm_gemma", "lm_gemma2", "lm_gemma3", "lm_gpt_neox",
                                  "lm_falcon", "lm_stablelm", "lm_olmo2", "lm_cohere", "lm_starcoder2", "lm_deepseek_v3")
 #: Past ``n_positions`` / ``max_seq_len`` an error that names no limit (MODEL-7).
 MODEL_UNCLEAR_LIMIT = ("lm_gpt2", "lm_gptj", "lm_mpt")
@@ -35,9 +35,8 @@ MODEL_FINDINGS: frozenset[tuple[str, str]] = frozenset({
     *{(name, "MODEL-6") for name in MODEL_CAST_ROUNDS_FREQUENCIES},
     *{(name, "MODEL-7") for name in MODEL_UNCLEAR_LIMIT},
 })
-#: Cells no run can decide here, with why: the relation shows no teeth on this model.
-MODEL_UNDECIDED = {("lm_phi3_longrope", "MODEL-6"): "a query one position off moves the logits by less than 8 times "
-                                                    "bf16's own distance near the keys"}
+#: Cells no run can decide here, with why: the relation shows no teeth on that model (none today).
+MODEL_UNDECIDED: dict[tuple[str, str], str] = {}
 #: The model records the model run selects, and the matrix of its last run kept for the docs.
 MODEL_ENCODERS = "lm_*"
 MODEL_MEASURED = "docs/measurements/model-matrix.json"

@@ -7,7 +7,7 @@ A plug-in, loaded only on request (a module name or this file's path)::
     pytest specs/test_models.py --plugin tests.model_mutants --encoders 'tinylm*'
 
 ``tinylm`` is the control: 2 layers, width 64, 4 heads of 16, vocabulary 128, half-split RoPE of
-base 10000 with θ recomputed in float32 at every call (no buffer a cast can round), angles in
+base 10000 with θ recomputed from the base at every call (no buffer a cast can round), angles in
 float32 under any dtype or autocast, RMSNorm before each block, causal softmax attention over an
 explicit KV cache of rotated keys, a gated MLP, an untied head, weights of standard deviation
 0.2 (so that attention depends on position visibly), ``max_position`` 32 with relative positions
@@ -22,28 +22,29 @@ The defects, one step of ``TinyLM`` each:
   seqlen]``); kept as ``positions − cache length`` so that a step still moves with its position
   (a step that ignored positions entirely would leave MODEL-6's teeth, taken on a step, at zero);
 * ``tinylm_layer_offset_after_update``: layers above the first read the cache's length after
-  layer 0 has already appended this call's tokens (flash-linear-attention #766);
-* ``tinylm_one_position_per_batch``: a batched decode step gives every row the first row's
-  position (unsloth #3803);
+  layer 0 has already appended this call's tokens (flash-linear-attention #477, #747, #766);
+* ``tinylm_one_position_per_batch``: a batched decode step gives every row one position, the
+  first row's (unsloth #3699, fixed by #3803: ``cache_position`` used as every row's position);
 * ``tinylm_mask_ignored``: left padding attended: the attention mask is never applied;
 * ``tinylm_inv_freq_buffer``: θ kept as a float buffer that ``model.to(torch.bfloat16)`` rounds
-  (transformers #25681);
-* ``tinylm_angles_under_autocast``: angles formed by a matmul that autocast runs in bf16, so
-  positions past 256 round before they turn (transformers #48450: the rotary's
-  ``autocast(enabled=False)`` missing);
+  (transformers #29496, Megatron-LM #744);
+* ``tinylm_angles_under_autocast``: angles formed by a matmul that bf16 autocast runs in bf16, so
+  positions past 256 round before they turn (diffusers #13920; transformers' rotary embeddings
+  wrap the same matmul in ``autocast(enabled=False)``);
 * ``tinylm_keys_rotated_at_slots``: keys cached unrotated and rotated, when read, at their slot in
   the cache (0 … length − 1) instead of their positions (the re-rotating caches of
-  attention-sink/StreamingLLM ports);
+  attention-sink/StreamingLLM ports); rotating them all at the query's position instead would
+  leave a step blind to position, and MODEL-6 undecided;
 * ``tinylm_norm_across_batch``: RMSNorm's mean taken over the batch and the features, so a row's
   scale depends on its companions;
 * ``tinylm_causal_off_by_one``: the full pass lets each token see the next one
   (``tril(diagonal=1)``); a continuation's mask is right;
 * ``tinylm_window_in_full_pass_only``: a sliding window of 8 on the full pass, none on a
   continuation (the full-pass/decode mismatch of sliding-window kernels);
-* ``tinylm_clamped_table`` (a known survivor): positions clamped to a table of 32 rows (the
-  clamp offered as a fix for index errors past ``max_position_embeddings``, transformers #5611).
-  Every relation that could see it takes its teeth where the clamp removes them, so it reads
-  ``undecided`` there (``undecided=``), never ``holds`` and never killed.
+* ``tinylm_clamped_table``: positions clamped to a table of 32 rows (the clamp offered as a fix
+  for index errors past ``max_position_embeddings``, transformers #5611): a shift past 31 fails;
+  the relations whose two paths clamp alike have no teeth past 31 and read ``undecided``
+  (``undecided=``), never ``holds``.
 """
 
 from __future__ import annotations
@@ -236,13 +237,14 @@ def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", 
     return decorate
 
 
-CACHE_PATH = ("the cached path is wrong: a token-by-token decode (MODEL-2), a chunked prefill (MODEL-3) and the "
-              "padded batch's decode steps (MODEL-4) all continue a cache")
-FULL_PASS = ("the full pass and a continuation differ: the full pass is the reference of the decode (MODEL-2), "
-             "the chunked prefill (MODEL-3) and the padded batch's decode steps (MODEL-4)")
+CACHE_PATH = "the cached path is wrong: a token-by-token decode (MODEL-2) and a chunked prefill (MODEL-3) continue a cache"
+FULL_PASS = ("the full pass and a continuation differ: the full pass is the reference of the decode (MODEL-2) and of "
+             "the chunked prefill (MODEL-3)")
 
 
-@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=CACHE_PATH)
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"},
+        why=CACHE_PATH + "; the cache length counts a padded row's pads, so its steps turn otherwise than the row "
+            "alone (MODEL-4)")
 class DecodeRowsFromZero(TinyLM):
     """a continuation's rotary rows start at 0 instead of at the cache length (executorch #2010)"""
 
@@ -250,10 +252,10 @@ class DecodeRowsFromZero(TinyLM):
         return positions - cache.layer_length(layer) if continuing else positions
 
 
-@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=CACHE_PATH)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=CACHE_PATH)
 class LayerOffsetAfterUpdate(TinyLM):
     """layers above the first offset their RoPE by the cache length layer 0 already incremented
-    (flash-linear-attention #766)"""
+    (flash-linear-attention #747)"""
 
     def rotary_positions(self, layer, positions, cache, continuing):
         # the cache's length (layer 0's) instead of this layer's own
@@ -262,7 +264,7 @@ class LayerOffsetAfterUpdate(TinyLM):
 
 @mutant(fails={"MODEL-4"})
 class OnePositionPerBatch(TinyLM):
-    """a batched decode step gives every row the first row's position (unsloth #3803)"""
+    """a batched decode step gives every row the first row's position (unsloth #3699)"""
 
     def rotary_positions(self, layer, positions, cache, continuing):
         return positions[:1].expand_as(positions) if continuing else positions
@@ -278,7 +280,7 @@ class MaskIgnored(TinyLM):
 
 @mutant(fails={"MODEL-6"})
 class InvFreqBuffer(TinyLM):
-    """θ kept as a float buffer, which model.to(torch.bfloat16) rounds (transformers #25681)"""
+    """θ kept as a float buffer, which model.to(torch.bfloat16) rounds (transformers #29496)"""
 
     def __init__(self):
         super().__init__()
@@ -291,7 +293,7 @@ class InvFreqBuffer(TinyLM):
 @mutant(fails={"MODEL-6"})
 class AnglesUnderAutocast(TinyLM):
     """angles formed by a matmul that bf16 autocast runs in bf16: positions past 256 round
-    (transformers #48450, the rotary's autocast(enabled=False) missing)"""
+    (diffusers #13920)"""
 
     def angles(self, positions):
         theta = self.inverse_frequencies(positions.device)
@@ -322,7 +324,7 @@ class NormAcrossBatch(TinyLM):
         return (wide * torch.rsqrt(wide.pow(2).mean(dim=(0, -1), keepdim=True) + EPS)).to(h.dtype) * weight
 
 
-@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=FULL_PASS)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS)
 class CausalOffByOne(TinyLM):
     """the full pass's causal mask lets each token see the next one; a continuation's is right"""
 
@@ -333,7 +335,7 @@ class CausalOffByOne(TinyLM):
         return (key <= query + 1)[None, None] & mask.bool()[:, None, None, :]
 
 
-@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"}, why=FULL_PASS)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS)
 class WindowInFullPassOnly(TinyLM):
     """a sliding window of 8 in the full pass, none when continuing a cache"""
 
@@ -345,11 +347,11 @@ class WindowInFullPassOnly(TinyLM):
         return allowed & (key > query - WINDOW)[None, None]
 
 
-@mutant(survives="each relation that crosses position 31 (MODEL-1's shift by 1000, MODEL-2/3's 40 tokens, MODEL-6's "
-                 "far query) first takes its teeth there, where the clamp makes a position one off move nothing, "
-                 "and reads undecided before it compares; a relation checked first, teeth required only for holds, "
-                 "would kill it",
-        undecided={"MODEL-1", "MODEL-2", "MODEL-3", "MODEL-6"})
+@mutant(fails={"MODEL-1"},
+        undecided={"MODEL-2", "MODEL-3", "MODEL-6"},
+        why="a shift past position 31 clamps the window (MODEL-1); decoding, chunks and the far query agree with a "
+            "full pass that clamps alike, and a position one off moves nothing past 31, so they cannot hold "
+            "(undecided)")
 class ClampedTable(TinyLM):
     """positions clamped to a cos/sin table of max_position = 32 rows (transformers #5611's clamp)"""
 
