@@ -6,7 +6,8 @@
 * ROPE-9 (000 §3.2, 004 §5.2): caching sin/cos changes no result. A used module gives a fresh
   module's output on the same call, whatever came before: calls of ``max_len − 1``, ``max_len``,
   ``max_len + 1``, ``2·max_len`` and 4096 positions, a bf16 call of more than 256 positions, a
-  call on another device. Each probe (a call of length ``max_len − 1``, ``max_len`` or
+  call on another device, a call of the probe's own length 7 positions on (a cache keyed by the
+  length alone). Each probe (a call of length ``max_len − 1``, ``max_len`` or
   ``max_len + 1``, and a short one far out) runs on its own module after its own history.
 * ROPE-10a (000 §4.2, 004 §1.1) and ROPE-11 (004 §10.2): ROPE-4 and ROPE-3 still hold at
   positions 10^2 … 10^6: the logits ``⟨f(q, P), f(k, P − δ)⟩`` equal the encoder's own
@@ -68,6 +69,7 @@ def test_sinusoidal_is_defined_far_past_any_table(record, dtype, seed):
 
 
 HISTORY_PROBE_SEQ = 4096  # "a call longer than any internal cache", at batch 1 and one head
+HISTORY_OFFSET = 7  # a call of the probe's own length this far on: a cache keyed by length alone
 
 
 def _history_calls(record, dtype, device):
@@ -90,6 +92,11 @@ def _history_calls(record, dtype, device):
                 module(x.to(other_dtype), positions)
         return run
 
+    def same_length_at_offset(module, x, positions):
+        shift = min(HISTORY_OFFSET, s.position_cap(record, int(positions.max()) + HISTORY_OFFSET) - int(positions.max()))
+        with torch.no_grad():  # a cache keyed by the length alone serves the probe these positions
+            module(x, None, offset=int(positions.min()) + shift)
+
     def elsewhere(other):
         def run(module, x, positions):
             module.to(other)
@@ -106,6 +113,7 @@ def _history_calls(record, dtype, device):
         bf16_call = min(300, s.position_cap(record, 299) + 1)  # past 256, bf16's last exact integer
         calls.append((f"a bfloat16 call of {bf16_call} positions", call(bf16_call, call_dtype=torch.bfloat16)))
     calls += [(f"the same call in {other}", same_call_in(other)) for other in record.limits.dtypes if other != dtype]
+    calls.append((f"a call of the probe's own length at offset {HISTORY_OFFSET}", same_length_at_offset))
     if device == "cpu" and torch.cuda.is_available():
         calls.append(("a call on cuda", elsewhere("cuda")))
     return calls

@@ -19,14 +19,39 @@ class RotatesValues(RoPEAttention):
 
 @mutant(
     "attention_rope",
-    fails={"ROPE-6", "ATT-1", "ATT-2", "ATT-4"},
+    fails={"ROPE-6", "ATT-1", "ATT-4"},
+    # ATT-2 left the set: it reads the weights at position 0, where rotating v changes nothing; they are right.
     why="v rotated (ROPE-6): the output is not plain attention on unrotated v (ATT-1), "
-    "the weights read through v = I do not sum to 1 (ATT-2), and rotated values carry absolute positions (ATT-4)",
+    "and rotated values carry absolute positions (ATT-4)",
 )
 def attention_rotates_values(c):
     """V rotated along with q and k"""
     # 004 §3.3 rotates q and k only; flash-attention checks that V is left bit-identical.
     return placed(RotatesValues(c.d_model, c.n_heads, base=c.base), c)
+
+
+class KeysRotatedBackwards(RoPEAttention):
+    def attend(self, q, k, v, positions=None, *, offset=0):
+        def conjugate(t):  # interleaved pairs as complex numbers: negate the odd coordinates
+            return t * torch.tensor([1.0, -1.0], dtype=t.dtype, device=t.device).repeat(t.shape[-1] // 2)
+
+        q = self.rotary(q, positions, offset=offset)
+        k = conjugate(self.rotary(conjugate(k), positions, offset=offset))  # R_{-p} k = conj(R_p conj(k))
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             is_causal=self.causal)
+        return out.transpose(1, 2)
+
+
+@mutant(
+    "attention_rope",
+    fails={"ATT-1", "ATT-4"},
+    why="k turns by −p inside attention: the output is not plain attention on R q, R k (ATT-1), and the logits "
+    "follow m + n, not m − n (ATT-4); the weights are a softmax of the module's own scores (ATT-2 holds)",
+)
+def attention_keys_rotated_backwards(c):
+    """keys rotated by −p inside the attention: a correct softmax of wrong scores"""
+    # Blamed on ATT-2 by a spec that inferred the weights against the reference rotation.
+    return placed(KeysRotatedBackwards(c.d_model, c.n_heads, base=c.base), c)
 
 
 class SoftmaxOverQueries(RoPEAttention):

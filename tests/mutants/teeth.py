@@ -175,3 +175,29 @@ def rope_fp32_input_reads_the_cast_buffer(c):
     """module.to(bf16) rounds a θ buffer that only float32 input reads, as mixed precision feeds it"""
     # Passed a PATH-3 that fed the cast module input of its own dtype only.
     return Fp32InputReadsCastBuffer(c.head_dim, base=c.base).to(c.device)
+
+
+class CacheKeyedByLength(SteppedRotary):
+    """cos/sin cached per call length, whatever positions the call had: the first call of a length
+    decides the angles of every later call of that length."""
+
+    def __init__(self, head_dim, **options):
+        super().__init__(head_dim, **options)
+        self.by_length = {}
+
+    def trig(self, angles):
+        key = (angles.shape[-2], angles.dtype)
+        if key not in self.by_length:
+            self.by_length[key] = super().trig(angles[:1])
+        cos, sin = self.by_length[key]
+        return cos.expand_as(angles), sin.expand_as(angles)
+
+
+@mutant("rope_interleaved", fails={"ROPE-9", "ROPE-1", "ROPE-2", "ROPE-4", "ROPE-10a", "ROPE-11", "PATH-2"},
+        why="the output depends on the calls before (ROPE-9); every spec that calls twice at one length with other "
+            "positions gets the first call's angles: the rotation (ROPE-1), the measured rate (ROPE-2), the offset "
+            "relations near and far (ROPE-4, ROPE-10a, ROPE-11) and decoding (PATH-2)")
+def rope_cache_keyed_by_length(c):
+    """cos/sin cached by the call's length alone: a later call of that length gets the first one's angles"""
+    # Passed a ROPE-9 whose histories and probes all started at offset 0 (its PATH-2 and ROPE-4 cells failed).
+    return rope(CacheKeyedByLength, c)
