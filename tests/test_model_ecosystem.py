@@ -66,6 +66,16 @@ def test_every_fail_is_a_known_finding_and_nothing_else_is_red(model_run):
     assert result.returncode == 1
 
 
+def test_the_bf16_findings_are_the_cast_not_autocast(model_run):
+    """Every MODEL-6 finding names the cast, on both paths, and never bf16 autocast (which holds)."""
+    verdicts, _, _ = model_run
+    for o in verdicts["outcomes"]:
+        if o["claim"] == "MODEL-6" and o["state"] == State.UNEXPECTEDLY_FAILING:
+            ways = o["message"].split("lost precision under ", 1)[1].split(":", 1)[0]
+            assert ways == "model.to(torch.bfloat16), in one pass; model.to(torch.bfloat16), decoded with the cache", \
+                o["message"]
+
+
 def test_each_finding_carries_a_reproducer(model_run):
     verdicts, _, _ = model_run
     for encoder, claim in MODEL_FINDINGS:

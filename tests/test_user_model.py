@@ -70,3 +70,51 @@ def test_positions_restarting_at_each_call_fail_decoding_with_reproducers(tmp_pa
     script.write_text(decode["python"])
     again = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode != 0 and "[MODEL-2] model_TinyDecoder" in again.stderr, again.stderr[-2000:]
+
+
+HF_MODELS = '''
+import transformers
+from transformers import AutoModelForCausalLM
+
+SMALL = dict(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+             max_position_embeddings=32, initializer_range=0.2)
+
+
+def dynamic():
+    config = transformers.LlamaConfig(**SMALL, rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0,
+                                                                 "factor": 2.0})
+    return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+
+
+def gptj():
+    config = transformers.GPTJConfig(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, rotary_dim=8,
+                                     bos_token_id=1, eos_token_id=2, initializer_range=0.2)
+    return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+'''
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("dynamic", {"MODEL-1": State.REFUTED, "MODEL-2": State.REFUTED, "MODEL-3": State.REFUTED}),
+    ("gptj", {"MODEL-7": State.UNEXPECTEDLY_FAILING}),  # the upstream finding: an IndexError naming no limit
+])
+def test_a_transformers_model_passed_by_file_is_read_from_its_config(tmp_path, name, expected):
+    """Its documented design (dynamic NTK's thresholds) is declared and GPT-J's fixed table is known,
+    so the only red cell is the upstream finding of docs/findings/models.md."""
+    pytest.importorskip("transformers")
+    (tmp_path / "hf_models.py").write_text(HF_MODELS)
+    verdicts, ran = _run(tmp_path, f"{tmp_path / 'hf_models.py'}:{name}")
+    row = _model_row(verdicts, f"model_{name}")
+    assert {claim: state for claim, state in row.items() if state != State.HOLDS} == expected, \
+        (row, ran.stdout[-3000:])
+
+
+def test_a_model_without_a_vocab_size_is_measured_not_assumed(tmp_path):
+    """The vocabulary is read off the logits of one call (it is not taken to be a default)."""
+    source = EXAMPLE.read_text().replace("        self.vocab_size = vocab_size\n", "") \
+        .replace("TinyDecoder(nn.Module):\n    def __init__(self, vocab_size=128,", "TinyDecoder(nn.Module):\n"
+                 "    def __init__(self, vocab_size=200,")
+    assert "self.vocab_size" not in source and "vocab_size=200" in source
+    (tmp_path / "my_model.py").write_text(source)
+    verdicts, ran = _run(tmp_path, f"{tmp_path / 'my_model.py'}:TinyDecoder", "-k", "answers_logits or batch_rows")
+    row = _model_row(verdicts, "model_TinyDecoder")
+    assert (row["contract"], row["MODEL-5"]) == (State.HOLDS, State.HOLDS), (row, ran.stdout[-2000:])

@@ -1,7 +1,7 @@
 # my_model.py
 # A hand-written causal LM that does not follow transformers' call convention: it keeps its own KV
-# cache and takes `input_pos`, as torchtune, litgpt and gpt-fast models do. Checked with
-#     pytest specs --model my_model.py:TinyDecoder
+# cache and takes `input_pos`, in the gpt-fast style. Checked with
+#     pytest specs --model my_model.py:TinyDecoder --encoders 'model_*'
 import torch
 from torch import nn
 

@@ -21,7 +21,8 @@ position ids: MODEL-1 and MODEL-6 n/a).
 from __future__ import annotations
 
 import posenc
-from posenc.harness.declarations import model_claims
+from posenc.harness.declarations import model_claims_for
+from posenc.harness.models import rope_type_designs
 from posenc.harness.records import ModelTraits
 
 from .support import ORIGIN, available, missing, version
@@ -107,28 +108,6 @@ def _configs() -> dict:
     }
 
 
-_THRESHOLD = ("a call's largest position picks {what}: {path} crosses the threshold where the other path does not "
-              "(transformers documents it)")
-DECLARED = {
-    "lm_llama_dynamic": {
-        "MODEL-1": posenc.refuted(_THRESHOLD.format(what="the base", path="a shift past the maximum")),
-        "MODEL-2": posenc.refuted(_THRESHOLD.format(what="the base", path="one full pass")),
-        "MODEL-3": posenc.refuted(_THRESHOLD.format(what="the base", path="one full pass"))},
-    "lm_phi3_longrope": {
-        "MODEL-1": posenc.refuted(_THRESHOLD.format(what="short or long factors",
-                                                    path="a shift past the original length")),
-        "MODEL-2": posenc.refuted(_THRESHOLD.format(what="short or long factors", path="one full pass")),
-        "MODEL-3": posenc.refuted(_THRESHOLD.format(what="short or long factors", path="one full pass")),
-        "MODEL-4": posenc.refuted("the factors follow the batch's largest position: a short row beside a row past the "
-                                  "original length gets the long factors, alone the short ones")},
-    "lm_gpt2": {"MODEL-1": posenc.not_applicable("absolute positions: a shift changes every embedding")},
-    **{name: {**({"MODEL-7": posenc.not_applicable("ALiBi has no maximum length")} if name == "lm_bloom" else {}),
-              "MODEL-1": posenc.not_applicable("ALiBi positions come from the mask: the model takes no position ids"),
-              "MODEL-6": posenc.not_applicable("positions come from the mask, and MODEL-6 places tokens at 3000 by "
-                                               "position ids")} for name in ("lm_bloom", "lm_mpt")},
-}
-
-
 def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
     def build(config: posenc.BuildConfig):
         import transformers
@@ -144,6 +123,11 @@ def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
     return build
 
 
+def _rope_type_of(arguments: dict) -> str:
+    rope = arguments.get("rope_parameters", {})
+    return rope.get("rope_type", "default") if "rope_type" in rope else "default"
+
+
 def _register() -> None:
     present = available("transformers")
     for name, (config_class, arguments, fields) in _configs().items():
@@ -156,7 +140,8 @@ def _register() -> None:
             description=f"{config_class[:-6]}: " + ", ".join(
                 f"{k}={v}" for k, v in arguments.items() if k in ("rope_parameters", "sliding_window", "rotary_pct",
                                                                   "rotary_dim", "partial_rotary_factor")),
-            claims=model_claims(DECLARED.get(name)),
+            claims=model_claims_for(traits, {claim: posenc.refuted(why) for claim, why in rope_type_designs(
+                _rope_type_of(arguments)).items()}),
         ))
 
 

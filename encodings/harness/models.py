@@ -130,6 +130,49 @@ def adapt(model: nn.Module, traits: ModelTraits) -> ModelSubject:
     return TupleLM(model, traits)
 
 
+#: transformers' model types whose position tables stop at the configured maximum.
+FIXED_TABLES = ("gptj", "codegen", "mpt")
+
+
+def _rope_type(config) -> str:
+    rope = getattr(config, "rope_parameters", None) or {}
+    rope = rope if "rope_type" in rope else next(iter(rope.values()), {}) if rope else {}
+    return rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
+
+
+def rope_type_designs(kind: str) -> dict[str, str]:
+    """The model relations a transformers rope type breaks on purpose, with why: ``dynamic``
+    recomputes its base from a call's largest position and ``longrope`` switches its factors past
+    the original length (for the whole batch), as transformers documents."""
+    threshold = ("a call's largest position picks {what}: {path} crosses the threshold where the other path does "
+                 "not (transformers documents it)")
+    if kind == "dynamic":
+        return {"MODEL-1": threshold.format(what="the base", path="a shift past the maximum"),
+                "MODEL-2": threshold.format(what="the base", path="one full pass"),
+                "MODEL-3": threshold.format(what="the base", path="one full pass")}
+    if kind == "longrope":
+        return {"MODEL-1": threshold.format(what="short or long factors", path="a shift past the original length"),
+                "MODEL-2": threshold.format(what="short or long factors", path="one full pass"),
+                "MODEL-3": threshold.format(what="short or long factors", path="one full pass"),
+                "MODEL-4": "the factors follow the batch's largest position: a short row beside a row past the "
+                           "original length gets the long factors, alone the short ones"}
+    return {}
+
+
+def transformers_designs(model) -> dict[str, str]:
+    """:func:`rope_type_designs` of a transformers model's config (nothing for other models)."""
+    config = getattr(model, "config", None)
+    return rope_type_designs(_rope_type(config)) if config is not None and is_transformers_model(model) else {}
+
+
+def vocabulary_of(model: nn.Module) -> int:
+    """The size of the logits' last axis, read off one call on token 0."""
+    subject = adapt(model, ModelTraits(takes_attention_mask=False))
+    with torch.no_grad():
+        logits, _ = subject(torch.zeros(1, 1, dtype=torch.long, device=next(model.parameters()).device))
+    return int(logits.shape[-1])
+
+
 def traits_of(model: nn.Module, **given) -> ModelTraits:
     """What a model's config says of it (transformers' ``config``; else ``vocab_size`` and
     ``max_position``/``max_seq_len`` attributes), completed by ``given``."""
@@ -141,10 +184,12 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             "max_position_embeddings", "n_positions", "max_seq_len") if getattr(config, a, None)), None)
         rope = getattr(config, "rope_parameters", None) or {}
         rope = rope if "rope_type" in rope else next(iter(rope.values()), {}) if rope else {}
-        if rope.get("original_max_position_embeddings"):
+        if isinstance(rope, dict) and rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
         found["takes_position_ids"] = "position_ids" in takes
+        # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
+        found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES
         alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
             or type(model).__name__.startswith("Bloom")
         absolute = any(isinstance(m, nn.Embedding) and n.endswith(("wpe", "embed_positions", "position_embeddings"))
@@ -152,9 +197,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
     else:
-        for attribute in ("vocab_size",):
-            if hasattr(model, attribute):
-                found[attribute] = int(getattr(model, attribute))
+        if "vocab_size" not in given:
+            found["vocab_size"] = int(model.vocab_size) if hasattr(model, "vocab_size") else vocabulary_of(model)
         for attribute in ("max_position", "max_seq_len", "max_position_embeddings"):
             if getattr(model, attribute, None):
                 found["max_position"] = int(getattr(model, attribute))

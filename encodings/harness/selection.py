@@ -85,12 +85,15 @@ def identify_and_register(target_spec: str, protocol: str = "single", apply_name
 def register_model(target_spec: str) -> str:
     """``--model FILE.py:NAME``: register the record of a user's causal LM (a class built without
     arguments, a factory, or an instance copied for each spec), every model relation declared to
-    hold; the file may give ``MODEL_TRAITS = {...}`` (:class:`~posenc.harness.records.ModelTraits`
-    fields) for what the model cannot say of itself. Returns the record's name."""
+    hold but what its design breaks on purpose (transformers' documented rope types). The file may
+    give ``MODEL_TRAITS = {...}`` (:class:`~posenc.harness.records.ModelTraits` fields) for what the
+    model cannot say of itself, and ``MODEL_CLAIMS = {"MODEL-2": posenc.refuted("why"), ...}`` for
+    relations its design breaks. Returns the record's name."""
     import copy
 
     from .declarations import model_claims_for
-    from .models import adapt, traits_of
+    from .models import adapt, traits_of, transformers_designs
+    from .records import refuted
 
     path, _, name = target_spec.rpartition(":")
     record_name = f"model_{name}"
@@ -104,6 +107,9 @@ def register_model(target_spec: str) -> str:
         make = (lambda: copy.deepcopy(target)) if isinstance(target, torch.nn.Module) else target
         probe = make()
         traits = traits_of(probe, **getattr(module, "MODEL_TRAITS", {}))
+        declared = {**{claim: refuted(why) for claim, why in transformers_designs(probe).items()},
+                    **getattr(module, "MODEL_CLAIMS", {})}
+        claims = model_claims_for(traits, declared)
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
         raise SelectionError(f"--model {target_spec}: {type(error).__name__}: {error}") from None
 
@@ -113,7 +119,7 @@ def register_model(target_spec: str) -> str:
     again = f"--model {Path(path).resolve()}:{name}"
     registry.register(EncoderRecord(name=record_name, build=build, kind="model", source=target_spec,
                                     description=f"--model {target_spec}: {traits.library}", origin=again,
-                                    model=traits, claims=model_claims_for(traits)))
+                                    model=traits, claims=claims))
     return record_name
 
 
