@@ -178,3 +178,13 @@ def test_every_failure_carries_a_reproducer_that_loads_the_plugin(model_run):
     assert failures, "no mutant failed: the check would be vacuous"
     missing = [o["test_id"] for o in failures if f"--plugin {PLUGIN}" not in o["reproducer"]]
     assert not missing, f"failures whose reproducer does not load {PLUGIN}: {missing}"
+
+
+def test_every_model_spec_kills_a_mutant(model_run):
+    """Each spec of specs/test_models.py fails on some mutant: none is a check that cannot fail."""
+    from posenc.harness.spec_index import spec_functions
+
+    specs = sorted({s.name for s in spec_functions() if s.kinds == ("model",)})
+    killers = {o["spec"] for o in model_run.outcomes if State(o["state"]) == KILL}
+    survivors = [spec for spec in specs if spec not in killers]
+    assert len(specs) >= 8 and not survivors, f"model specs that killed no mutant: {survivors}"

@@ -41,6 +41,10 @@ The defects, one step of ``TinyLM`` each:
   (``tril(diagonal=1)``); a continuation's mask is right;
 * ``tinylm_window_in_full_pass_only``: a sliding window of 8 on the full pass, none on a
   continuation (the full-pass/decode mismatch of sliding-window kernels);
+* ``tinylm_padded_vocabulary_logits``: the head padded to a multiple of 64 columns for speed and
+  the padding never sliced off the logits (the contract: their shape);
+* ``tinylm_table_past_maximum_raises``: a cos/sin table of 32 rows indexed directly: past it an
+  ``IndexError`` that names no limit (MODEL-7, and every relation that reaches past 31);
 * ``tinylm_clamped_table``: positions clamped to a table of 32 rows (the clamp offered as a fix
   for index errors past ``max_position_embeddings``, transformers #5611): a shift past 31 fails;
   the relations whose two paths clamp alike have no teeth past 31 and read ``undecided``
@@ -361,6 +365,31 @@ class ClampedTable(TinyLM):
         return cos[0, 0][row][:, None], sin[0, 0][row][:, None]
 
 
+@mutant(fails={"contract"})
+class PaddedVocabularyLogits(TinyLM):
+    """the head padded to a multiple of 64 columns for speed, and the padding never sliced off the logits"""
+
+    def __init__(self):
+        super().__init__()
+        padded = nn.Linear(WIDTH, 64 * math.ceil((VOCAB + 1) / 64), bias=False)
+        with torch.no_grad():
+            padded.weight.zero_()
+            padded.weight[:VOCAB] = self.head.weight
+        self.head = padded
+
+
+@mutant(fails={"MODEL-1", "MODEL-2", "MODEL-3", "MODEL-6", "MODEL-7"},
+        why="a cos/sin table of 32 rows indexed directly: every relation that reaches past position 31 (a shift "
+            "past it, a 40-token decode and its chunks, the far query) meets an IndexError where it says the model "
+            "answers, and MODEL-7 because the error names no limit")
+class TablePastMaximumRaises(TinyLM):
+    """positions read from a cos/sin table of max_position = 32 rows: past it an IndexError naming no limit"""
+
+    def cos_sin(self, positions):
+        cos, sin = super().cos_sin(torch.arange(MAX_POSITION, device=positions.device)[None])
+        return cos[0, 0][positions][:, None], sin[0, 0][positions][:, None]
+
+
 RECORDS = [CONTROL, *(m.record for m in MUTANTS)]
 EXPECTED_CLAIMS: dict[str, set[str]] = {m.record.name: set(m.fails) for m in MUTANTS}
 WHY: dict[str, str] = {m.record.name: m.why for m in MUTANTS if m.why}
@@ -372,3 +401,4 @@ __all__ = ["CONTROL", "EXPECTED_CLAIMS", "EXPECTED_UNDECIDED", "KNOWN_SURVIVORS"
 
 for _record in RECORDS:
     posenc.register(_record)
+
