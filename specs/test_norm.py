@@ -1,4 +1,7 @@
-"""ROPE-3 (004 §6.1): rotation preserves the norm, ``‖R_m x‖ = ‖x‖``, per head and per coordinate pair."""
+"""ROPE-3 (004 §6.1): rotation preserves the norm, ``‖R_m x‖ = ‖x‖``, per head and per coordinate pair:
+the encoder's own pairs, read off its map (two input coordinates that one step of position sends
+to the same two output coordinates), so that a wrong pairing whose pairs keep their norm is
+ROPE-1's and ROPE-13's to blame; the declared pairs where the map has no such pairs."""
 
 import pytest
 import torch
@@ -8,6 +11,27 @@ from specs import strategies as draws
 from specs import support as s
 
 SEQ = 8
+
+
+def own_pairs(record, head_dim: int):
+    """``[(input pair, output pair), …]`` of the encoder's map at position 1, or None where some input
+    coordinate reaches more than two outputs (no rotation of pairs)."""
+    from specs.test_rotation_algebra import rotation_matrix
+
+    dtype = torch.float64 if torch.float64 in record.limits.dtypes else torch.float32
+    module = s.build(record, dtype, **s.heads_config(head_dim, n_heads=1))
+    m = rotation_matrix(record, module, 1, head_dim, dtype)
+    tol = (1e-9 if dtype == torch.float64 else 1e-6) * float(m.abs().max())
+    support = [tuple(i for i in range(head_dim) if abs(float(m[i, j])) > tol) for j in range(head_dim)]
+    if any(len(outputs) > 2 for outputs in support):
+        return None
+    groups: dict[tuple, list[int]] = {}
+    for j, outputs in enumerate(support):
+        if len(outputs) == 2:
+            groups.setdefault(outputs, []).append(j)
+    if any(len(inputs) != 2 for inputs in groups.values()):
+        return None
+    return [(tuple(inputs), outputs) for outputs, inputs in groups.items()]
 
 
 def pair_norms(t: torch.Tensor, layout: str, side: str) -> torch.Tensor:
@@ -36,8 +60,13 @@ def test_rotation_preserves_norm(record, dtype, device, seed, offset):
     s.require_within(error=float((yh.norm(dim=-1) - norms).abs().max()),
                      bound=tol.bound(float(norms.max())), what="‖f(x, p)‖ ≠ ‖x‖ per head")
     if record.geometry is not None:
-        layout = record.geometry.layout
-        r = record.geometry.rotary_dim(xh.shape[-1])
-        before, after = pair_norms(xh[..., :r], layout, "input"), pair_norms(yh[..., :r], layout, "output")
+        pairs = own_pairs(record, xh.shape[-1])
+        if pairs:
+            before = torch.stack([xh[..., list(i)].norm(dim=-1) for i, _ in pairs], dim=-1)
+            after = torch.stack([yh[..., list(o)].norm(dim=-1) for _, o in pairs], dim=-1)
+        else:
+            layout = record.geometry.layout
+            r = record.geometry.rotary_dim(xh.shape[-1])
+            before, after = pair_norms(xh[..., :r], layout, "input"), pair_norms(yh[..., :r], layout, "output")
         s.require_within(error=float((after - before).abs().max()),
                          bound=tol.bound(float(before.max())), what="a coordinate pair changed norm")

@@ -5,7 +5,8 @@
   ``R_m R_n = R_{m+n}`` (gradients are the contract row's, checked by gradcheck).
 * ROPE-3 in matrix form: ``R_mᵀ R_m = I``.
 * ROPE-2 (000 §3.2, 004 §3.1): ``θ_i = base^(−2i/d)`` for any base and even ``d``, observed as the
-  angle by which position 1 turns pair ``i``. With it, RoFormer §3.4.3's long-term decay: the bound
+  angle by which one step of position turns the encoder's own pair ``i`` (its ``i``-th pair by
+  first coordinate), in magnitude: which coordinates pair up and which way they turn are ROPE-1's. With it, RoFormer §3.4.3's long-term decay: the bound
   ``B(r) = (1/(d/2))·Σ_j |S_j|``, ``S_j = Σ_{k<j} e^{i r θ_k}``, decays in trend but not monotonically.
 * ROPE-8 (000 §3.2): the encoder equals complex multiplication ``(x_2i + i·x_2i+1)·e^{imθ_i}`` in float64.
 """
@@ -138,16 +139,24 @@ def test_rotation_matrix_is_orthogonal(record, m):
 
 
 def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
-    """Angle by which one step of position turns each pair, ``M_2 M_1ᵀ``, in the formula's order of
-    pairs: a rate, so an encoder whose positions start at 1 has the right frequencies (ROPE-1 finds it)."""
-    r = rotation_matrix(record, module, 2, head_dim) @ rotation_matrix(record, module, 1, head_dim).T
-    # M = P_out R P_in, so M_2 M_1ᵀ = P_out R_1 P_outᵀ: one order on both sides puts pair i at (2i, 2i+1).
-    if record.geometry.layout == "concatenated":
-        order = torch.argsort(s.output_pair_order(record.geometry, head_dim))
-    else:
-        order = s.input_pair_order(record.geometry, head_dim)
-    r = r[order][:, order]
-    return torch.atan2(r[1::2, 0::2].diagonal(), r[0::2, 0::2].diagonal())
+    """How fast each of the encoder's own pairs turns, ``|θ|`` read off the rate ``M_2 M_1ᵀ``, pairs
+    in the order of their first coordinate. A rate, so an origin shift does not bias it; the
+    encoder's own pairs (the coordinates the rate mixes), so a wrong pairing is ROPE-1's and
+    ROPE-13's to blame; a magnitude, so turning backwards is too. Raises a violation where the map
+    is no rotation of pairs at all."""
+    rate = rotation_matrix(record, module, 2, head_dim) @ rotation_matrix(record, module, 1, head_dim).T
+    tol = 1e-9 * float(rate.abs().max())
+    partners = {}
+    for j in range(head_dim):
+        mixed = [i for i in range(head_dim) if i != j and abs(float(rate[i, j])) > tol]
+        if len(mixed) > 1:
+            s.violated(f"coordinate {j} is mixed with {len(mixed)} others in one step of position: the map is no "
+                       "rotation of pairs, so its pairs have no frequencies", coordinate=j, mixed_with=mixed[:6])
+        if mixed:
+            partners[j] = mixed[0]
+    pairs = sorted((a, b) for a, b in partners.items() if a < b and partners.get(b) == a)
+    return torch.tensor([abs(math.atan2(float(rate[b, a]), float(rate[a, a]))) for a, b in pairs],
+                        dtype=torch.float64)
 
 
 @pytest.mark.claim("ROPE-2", kinds=ROTARY)
@@ -162,8 +171,11 @@ def test_frequencies_follow_the_formula(record, base, dim):
     module = s.build(record, torch.float64, **s.heads_config(dim, base=base))
     geometry = record.geometry
     rotary_dim = geometry.rotary_dim(dim)
-    theta = measured_frequencies(record, module, dim)[: rotary_dim // 2]
+    theta = measured_frequencies(record, module, dim)
     expected = s.reference_frequencies(rotary_dim, base) / geometry.scaling_factor  # the formula the claim states
+    if len(theta) != len(expected):
+        s.violated(f"the map turns {len(theta)} pairs of head_dim {dim}; the geometry rotates {len(expected)}",
+                   observed=theta[:4].tolist(), expected=expected[:4].tolist())
     s.require_within(error=s.max_error(theta, expected),
                      bound=record.tolerance(torch.float64).bound(1.0, 1.0),
                      what=f"θ_i ≠ base^(−2i/d) for base={base}, d={dim}",

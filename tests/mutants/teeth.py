@@ -127,9 +127,10 @@ class TurnsBackwards(SteppedRotary):
 
 @mutant(
     "rope_concatenated",
-    fails={"ROPE-1", "ROPE-2", "ROPE-8", "ROPE-13"},
+    fails={"ROPE-1", "ROPE-8", "ROPE-13"},
+    # ROPE-2 left the set: the rate's magnitude is θ; the direction is ROPE-1's and ROPE-13's.
     why="R_(−p) in the declared layout: not the formula (ROPE-1, ROPE-8), not "
-    "the formula up to 004's permutation (ROPE-13), at the rate −θ (ROPE-2); offsets and norms hold",
+    "the formula up to 004's permutation (ROPE-13); θ in magnitude, offsets and norms hold",
 )
 def rope_concatenated_turning_backwards(c):
     """004 §3.2's [even, odd] output layout with each pair turned by −p·θ"""
@@ -201,3 +202,11 @@ def rope_cache_keyed_by_length(c):
     """cos/sin cached by the call's length alone: a later call of that length gets the first one's angles"""
     # Passed a ROPE-9 whose histories and probes all started at offset 0 (its PATH-2 and ROPE-4 cells failed).
     return rope(CacheKeyedByLength, c)
+
+
+@mutant("rope_interleaved", fails={"ROPE-1", "ROPE-8"}, why="pairs (i, i + d/2) where (2i, 2i+1) are declared: "
+        "the rotation's value (ROPE-1, ROPE-8); each pair turns at the formula's θ_i (ROPE-2 holds)")
+def rope_half_split_pairs_declared_interleaved(c):
+    """rotate_half pairing in a RoPE whose record says interleaved"""
+    # Blamed on ROPE-2 too by a spec that read θ on the declared pairs, where a half-split map has none.
+    return rope(SteppedRotary, c, layout="half_split")
