@@ -11,7 +11,7 @@ from posenc import angle_dtype
 from posenc.encoders.positions import resolve_positions, rotation_angles
 from posenc.encoders.validation import require_float, require_rank
 
-from ._scaffold import mutant, placed, rope, SteppedRotary, VALUE_WRONG
+from ._scaffold import mutant, placed, QAndK, rope, SteppedRotary, VALUE_WRONG
 
 
 class ReadsNextRow(LearnablePositionalEmbedding):
@@ -210,3 +210,20 @@ def rope_half_split_pairs_declared_interleaved(c):
     """rotate_half pairing in a RoPE whose record says interleaved"""
     # Blamed on ROPE-2 too by a spec that read θ on the declared pairs, where a half-split map has none.
     return rope(SteppedRotary, c, layout="half_split")
+
+
+class KeysOffByOneInOneTokenCalls(QAndK):
+    """q and k together; a call of one query and one key (a decode step) counts the key one further."""
+
+    def forward(self, q, k, q_positions, k_positions):
+        if q.shape[1] == 1 and k.shape[1] == 1:
+            k_positions = k_positions + 1
+        return super().forward(q, k, q_positions, k_positions)
+
+
+@mutant("rope_interleaved", protocol="pair", fails={"PATH-2"})
+def rope_pair_keys_off_by_one_when_decoding(c):
+    """a pair RoPE whose one-token calls (decode steps) rotate the key one position too far"""
+    # Passed a PATH-2 that decoded a pair encoder with one query-against-all-keys call, never step by step.
+    return placed(KeysOffByOneInOneTokenCalls(SteppedRotary(c.head_dim, base=c.base),
+                                              SteppedRotary(c.head_dim, base=c.base)), c)

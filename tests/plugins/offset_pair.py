@@ -4,7 +4,8 @@ pair protocol): the harness reaches explicit positions through that offset path.
 
 * ``rope_pair_by_offset``: correct; every claim holds.
 * ``rope_pair_keys_at_zero``: rotates k from position 0 whatever the offset, the KV-cache slice
-  taken at 0 instead of at the start position (executorch #2010): the relative-offset claims fail.
+  taken at 0 instead of at the start position (executorch #2010): the relative-offset claims and
+  decoding fail.
 """
 
 import posenc
@@ -29,8 +30,9 @@ for name, keys_at_zero in (("rope_pair_by_offset", False), ("rope_pair_keys_at_z
         claims=posenc.rotary_claims(),
     ))
 
-#: The claims each encoder fails: keys at 0 break every relation between a query and a key at offsets.
+#: The claims each encoder fails: keys at 0 break every relation between a query and a key at offsets,
+#: and decoding step by step (each step's key rotated at 0, PATH-2).
 EXPECTED_FAILURES = {
     "rope_pair_by_offset": set(),
-    "rope_pair_keys_at_zero": {"ROPE-1", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4"},
+    "rope_pair_keys_at_zero": {"ROPE-1", "ROPE-4", "ROPE-10a", "ROPE-11", "ATT-4", "PATH-2"},
 }
