@@ -13,9 +13,19 @@ from specs import support as s
 SEQ = 8
 
 
+_OWN_PAIRS: dict[tuple[str, int], list | None] = {}
+
+
 def own_pairs(record, head_dim: int):
     """``[(input pair, output pair), …]`` of the encoder's map at position 1, or None where some input
-    coordinate reaches more than two outputs (no rotation of pairs)."""
+    coordinate reaches more than two outputs (no rotation of pairs); read once per encoder and size."""
+    key = (record.name, head_dim)
+    if key not in _OWN_PAIRS:
+        _OWN_PAIRS[key] = _read_own_pairs(record, head_dim)
+    return _OWN_PAIRS[key]
+
+
+def _read_own_pairs(record, head_dim: int):
     from specs.test_rotation_algebra import rotation_matrix
 
     dtype = torch.float64 if torch.float64 in record.limits.dtypes else torch.float32

@@ -70,17 +70,19 @@ def test_a_scale_and_a_length_dependent_schedule_are_named():
     assert any("depends on the position or the call's length" in note for note in dynamic.notes), dynamic.report()
 
 
+def _linear_frequencies(x, positions):
+    """A rotation of interleaved pairs at θ_i = 1 / (1 + i): self-consistent, of no known family."""
+    theta = 1.0 / (1.0 + torch.arange(8, dtype=torch.float64))
+    angles = positions.to(torch.float64)[:, None] * theta
+    a, b = x[..., 0::2], x[..., 1::2]
+    cos, sin = angles.cos()[None, :, None], angles.sin()[None, :, None]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
+
+
 def test_a_self_consistent_rope_that_is_not_the_formula_is_custom():
     """A RoPE with linearly spaced frequencies is a rotation, but of no known family."""
 
-    def linear_frequencies(x, positions):
-        theta = 1.0 / (1.0 + torch.arange(8, dtype=torch.float64))
-        angles = positions.to(torch.float64)[:, None] * theta
-        a, b = x[..., 0::2], x[..., 1::2]
-        cos, sin = angles.cos()[None, :, None], angles.sin()[None, :, None]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
-
-    found = identify(linear_frequencies, head_dim=16)
+    found = identify(_linear_frequencies, head_dim=16)
     assert (found.layout, found.family) == ("interleaved", "custom"), found.report()
     assert found.theta[:3] == pytest.approx([1.0, 0.5, 1 / 3], rel=1e-9)
 
@@ -341,14 +343,7 @@ def test_the_concatenated_layout_reads_its_angle_precision():
 
 
 def test_a_custom_familys_plugin_declares_the_measured_frequencies():
-    def linear_frequencies(x, positions):
-        theta = 1.0 / (1.0 + torch.arange(8, dtype=torch.float64))
-        angles = positions.to(torch.float64)[:, None] * theta
-        a, b = x[..., 0::2], x[..., 1::2]
-        cos, sin = angles.cos()[None, :, None], angles.sin()[None, :, None]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
-
-    found = identify(linear_frequencies, head_dim=16)
+    found = identify(_linear_frequencies, head_dim=16)
     code = found.geometry_code()
     assert "frequencies=lambda rotary_dim, base: torch.tensor([1.0, 0.5" in code, code
     assert eval(code.split("frequencies=")[1].split(", magnitude")[0].split(", angle_dtype")[0])(16, 1.0)[1] == 0.5

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import posenc
 from posenc.harness.declarations import model_claims_for
-from posenc.harness.models import rope_type_designs
+from posenc.harness.models import rope_parameters, rope_type_designs
 from posenc.harness.records import ModelTraits
 
 from .support import ORIGIN, available, missing, version
@@ -123,11 +123,6 @@ def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
     return build
 
 
-def _rope_type_of(arguments: dict) -> str:
-    rope = arguments.get("rope_parameters", {})
-    return rope.get("rope_type", "default") if "rope_type" in rope else "default"
-
-
 def _register() -> None:
     present = available("transformers")
     for name, (config_class, arguments, fields) in _configs().items():
@@ -141,7 +136,7 @@ def _register() -> None:
                 f"{k}={v}" for k, v in arguments.items() if k in ("rope_parameters", "sliding_window", "rotary_pct",
                                                                   "rotary_dim", "partial_rotary_factor")),
             claims=model_claims_for(traits, {claim: posenc.refuted(why) for claim, why in rope_type_designs(
-                _rope_type_of(arguments)).items()}),
+                rope_parameters(arguments.get("rope_parameters")).get("rope_type", "default")).items()}),
         ))
 
 

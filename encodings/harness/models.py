@@ -134,10 +134,16 @@ def adapt(model: nn.Module, traits: ModelTraits) -> ModelSubject:
 FIXED_TABLES = ("gptj", "codegen", "mpt")
 
 
+def rope_parameters(parameters) -> dict:
+    """transformers' ``rope_parameters``, flat; per layer type (Gemma 3), the first type's."""
+    parameters = parameters or {}
+    if "rope_type" not in parameters and parameters:
+        parameters = next(iter(parameters.values()))
+    return parameters if isinstance(parameters, dict) else {}
+
+
 def _rope_type(config) -> str:
-    rope = getattr(config, "rope_parameters", None) or {}
-    rope = rope if "rope_type" in rope else next(iter(rope.values()), {}) if rope else {}
-    return rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
+    return rope_parameters(getattr(config, "rope_parameters", None)).get("rope_type", "default")
 
 
 def rope_type_designs(kind: str) -> dict[str, str]:
@@ -182,9 +188,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["vocab_size"] = int(config.vocab_size)
         found["max_position"] = next((int(getattr(config, a)) for a in (
             "max_position_embeddings", "n_positions", "max_seq_len") if getattr(config, a, None)), None)
-        rope = getattr(config, "rope_parameters", None) or {}
-        rope = rope if "rope_type" in rope else next(iter(rope.values()), {}) if rope else {}
-        if isinstance(rope, dict) and rope.get("original_max_position_embeddings"):
+        rope = rope_parameters(getattr(config, "rope_parameters", None))
+        if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
         found["takes_position_ids"] = "position_ids" in takes

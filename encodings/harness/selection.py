@@ -50,6 +50,14 @@ def register_identified(settings: Settings) -> dict[str, str]:
     return identify_and_register(*settings.identify)
 
 
+def _load_file(path: str, prefix: str):
+    """The Python file ``path`` run as a module named ``{prefix}_{its stem}`` (``--identify``, ``--model``)."""
+    module_spec = importlib.util.spec_from_file_location(f"{prefix}_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
 def identify_and_register(target_spec: str, protocol: str = "single", apply_name: str | None = None,
                           expect: str | None = None) -> dict[str, str]:
     """What ``--identify`` does, callable from a standalone reproducer script."""
@@ -57,10 +65,8 @@ def identify_and_register(target_spec: str, protocol: str = "single", apply_name
     identified_name = f"identified_{name}"
     if identified_name in {r.name for r in registry.records()}:
         return {}  # registered by an earlier configure of this process (an in-process run)
-    module_spec = importlib.util.spec_from_file_location(f"identified_{Path(path).stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
     try:
-        module_spec.loader.exec_module(module)
+        module = _load_file(path, "identified")
         target = getattr(module, name)
         apply = getattr(module, apply_name) if apply_name else None
         probe = target(SPEC_CONFIG.head_dim) if inspect.isclass(target) else target
@@ -99,10 +105,8 @@ def register_model(target_spec: str) -> str:
     record_name = f"model_{name}"
     if record_name in {r.name for r in registry.records()}:
         return record_name  # registered by an earlier configure of this process
-    module_spec = importlib.util.spec_from_file_location(f"user_model_{Path(path).stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
     try:
-        module_spec.loader.exec_module(module)
+        module = _load_file(path, "user_model")
         target = getattr(module, name)
         make = (lambda: copy.deepcopy(target)) if isinstance(target, torch.nn.Module) else target
         probe = make()
