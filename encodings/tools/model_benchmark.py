@@ -15,6 +15,7 @@ import json
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -57,11 +58,12 @@ def budget_markdown(path: Path = MEASUREMENTS) -> str:
     median = statistics.median
     added = median(data["with_models"]) - median(data["start_up"])
     costliest = ", ".join(f"`{m}` {s:.1f} s" for m, s in list(data["per_model"].items())[:3])
-    return (f"Measured on {data['machine']} (torch {data['torch']}, transformers {data['transformers']}, "
+    text = (f"Measured on {data['machine']} (torch {data['torch']}, transformers {data['transformers']}, "
             f"{data['date']}; " + (f"median of {data['repeat']} runs" if data["repeat"] > 1 else "one run")
             + f"): the model relations of all {data['models']} models ({data['cases']} cases) add "
             f"**{added:.1f} s** to a serial run ({median(data['with_models']):.1f} s with them, "
-            f"{median(data['start_up']):.1f} s for start-up, collection and one case). Costliest: {costliest}.\n")
+            f"{median(data['start_up']):.1f} s for start-up, collection and one case). Costliest: {costliest}.")
+    return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
