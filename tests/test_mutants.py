@@ -229,3 +229,24 @@ def test_every_spec_kills_a_mutant(mutation_run, spec):
 def test_every_rotary_claim_kills_a_mutant(mutation_run, claim):
     victims = sorted({o["encoder"] for o in mutation_run.outcomes if o["claim"] == claim and o["state"] == KILL})
     assert victims, f"no spec of {claim} killed a mutant"
+
+
+# ------------------------------------------------------------------ the history check
+
+HISTORY_MUTANT = "rope_rescales_its_cache_every_call"
+
+
+def test_an_encoder_that_changes_on_every_call_is_blamed_once(mutation_run):
+    """ROPE-9 fails once; every other violation its specs find reads ``depends on ROPE-9``."""
+    cells = [o for o in mutation_run.outcomes if o["encoder"] == HISTORY_MUTANT]
+    depends = {o["claim"] for o in cells if o["state"] == State.DEPENDS_ON_HISTORY}
+    assert {o["claim"] for o in cells if o["state"] == KILL} == {"ROPE-9"}, _describe({o["state"]: o["message"] for o in cells})
+    assert len(depends) >= 5 and "ROPE-9" not in depends, depends
+    assert all(o["message"].startswith(f"{State.DEPENDS_ON_HISTORY}:") for o in cells
+               if o["state"] == State.DEPENDS_ON_HISTORY)
+
+
+def test_no_other_mutant_depends_on_history(mutation_run):
+    """The history check stays silent on every encoder that is a function of its inputs."""
+    dependent = {o["encoder"] for o in mutation_run.outcomes if o["state"] == State.DEPENDS_ON_HISTORY}
+    assert dependent == {HISTORY_MUTANT}, dependent

@@ -3,7 +3,8 @@
 One run of ``pytest specs`` with two plug-ins (copied to a temporary directory):
 
 * a RoPE with a 64-position table and the identity beyond it fails ROPE-1 and ROPE-4, not ROPE-9;
-* a RoPE forming angles in bf16 fails ROPE-10a and ROPE-11 at a named position;
+* a RoPE forming angles in bf16 whatever its input fails ROPE-10a at a named position, and not
+  ROPE-11: float32 input errs as much, so half precision is not what is broken;
 * every built-in encoder's verdicts stay as declared.
 
 The run uses the ``explicit`` Hypothesis profile (pinned ``@example`` cases only), so it also
@@ -57,12 +58,13 @@ def test_table_limited_rope_fails_the_rotation_and_relative_offset_not_caching(v
     assert not crashed, crashed
 
 
-def test_bf16_angle_rope_fails_far_positions_and_half_precision(verdicts):
+def test_bf16_angle_rope_fails_far_positions_not_half_precision(verdicts):
     data, _ = verdicts
-    assert {"ROPE-10a", "ROPE-11"} <= _failing(data, "user_rope_bf16_angles")
+    failing = _failing(data, "user_rope_bf16_angles")
+    assert "ROPE-10a" in failing and "ROPE-11" not in failing, failing
     messages = [o["message"] for o in data["outcomes"]
-                if o["encoder"] == "user_rope_bf16_angles" and o["claim"] == "ROPE-11" and o["state"] != State.HOLDS]
-    assert messages and all("at position 1000" in m or "at position 100:" in m for m in messages), messages
+                if o["encoder"] == "user_rope_bf16_angles" and o["claim"] == "ROPE-10a" and o["state"] != State.HOLDS]
+    assert messages and all("at position " in m for m in messages), messages
 
 
 def test_builtin_verdicts_are_unchanged(verdicts):

@@ -136,7 +136,6 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
                               specs=("test_rotations_compose",)),
             "ROPE-4": refuted(_LENGTH_DEPENDENT + ": q and k in calls of different length turn at different rates"),
             "ROPE-10a": refuted(_LENGTH_DEPENDENT + ": far positions are long calls"),
-            "ROPE-11": refuted(_LENGTH_DEPENDENT + ": far positions are long calls"),
             "ATT-4": refuted(_LENGTH_DEPENDENT + ": a shift past the trained length changes every angle"),
             "PATH-2": refuted(_LENGTH_DEPENDENT + ": a key cached at step j was rotated at length j + 1, "
                               "not at the full sequence's length"),

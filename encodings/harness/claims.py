@@ -136,6 +136,10 @@ def is_subject(claim: str, designs) -> bool:
     return claim == CONTRACT or bool(set(SUBJECTS[claim]) & set(designs))
 
 
+#: The claim an encoder whose output depends on its earlier calls fails (see :mod:`.contract`).
+HISTORY_CLAIM = "ROPE-9"
+
+
 class ClaimViolation(AssertionError):
     """Raised by a spec when an encoder does not satisfy a claim.
 

@@ -6,6 +6,8 @@ global state restored after it.
   Hypothesis does not catch, where pytest-timeout's ``Failed`` would be retried and shrunk.
 * A spec is :class:`~.contract.Blocked` when an earlier spec of its encoder timed out, or when
   the encoder breaks the shape contract (the ``contract`` row says why).
+* :func:`blamed_on_history` turns a violation on an encoder whose output depends on its earlier
+  calls into ``depends on ROPE-9`` (:class:`~.contract.DependsOnHistory`), except ROPE-9's own.
 * :func:`guarded` restores torch's global state and blames a change on the encoder that made it.
 """
 
@@ -17,8 +19,8 @@ from contextlib import contextmanager
 import pytest
 
 from . import isolation
-from .claims import CONTRACT
-from .contract import Blocked, SpecTimeout, contract_problem
+from .claims import CONTRACT, HISTORY_CLAIM, ClaimViolation
+from .contract import Blocked, DependsOnHistory, SpecTimeout, contract_problem, history_problem
 from .parametrization import SpecCase
 
 
@@ -58,6 +60,23 @@ def block_if_unjudgeable(case: SpecCase, timed_out: dict[str, str], device: str)
         problem = contract_problem(record, case.dtype, device)
         if problem:
             raise Blocked(f"blocked by the contract: {problem}")
+
+
+@contextmanager
+def blamed_on_history(case: SpecCase, device: str):
+    """A ClaimViolation of a claim other than ROPE-9, on an encoder that answers one input
+    differently on repeated calls, re-raised as ``depends on ROPE-9``; a declared refutation
+    observed stays ``refuted``."""
+    try:
+        yield
+    except ClaimViolation as violation:
+        if case.claim == HISTORY_CLAIM or (case.expects_refutation and isinstance(violation, case.excused)):
+            raise
+        problem = history_problem(case.record, device)
+        if problem is None:
+            raise
+        seen = str(violation).strip().splitlines()[0]
+        raise DependsOnHistory(f"depends on {HISTORY_CLAIM}: {problem}; the spec saw {seen}") from violation
 
 
 def _leak(case: SpecCase, changed: list[str]) -> isolation.GlobalStateLeak:

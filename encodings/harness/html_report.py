@@ -34,6 +34,7 @@ COLOURS = {
     State.FAILING_AND_CRASHED: ("#7f0000", "#ffffff"),
     State.TIMED_OUT: ("#ad1457", "#ffffff"),
     State.UNDECIDED: ("#fff176", "#4a4000"),
+    State.DEPENDS_ON_HISTORY: ("#bcaaa4", "#3e2723"),
     State.BLOCKED: ("#8d6e63", "#ffffff"),
     State.EXCLUDED: ("#eeeeee", "#616161"),
     State.NA: ("#fafafa", "#b0b0b0"),

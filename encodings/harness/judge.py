@@ -6,7 +6,7 @@ spec raised, never from pytest's xfail bookkeeping:
 * nothing raised: ``holds``, or ``unexpectedly holds`` where a refutation was declared;
 * the declared refutation's error: ``refuted``; any other ClaimViolation: ``unexpectedly failing``;
 * :class:`~.contract.SpecTimeout` (or a run past pytest-timeout's limit): ``timed out``;
-* the skips of the harness: ``blocked``, ``excluded``, ``undecided``;
+* the skips of the harness: ``blocked``, ``excluded``, ``undecided``, ``depends on ROPE-9``;
 * anything else: ``crashed``.
 """
 
@@ -17,7 +17,7 @@ import inspect
 import pytest
 
 from .claims import ClaimViolation
-from .contract import Blocked, Excluded, SpecTimeout, Undecided
+from .contract import Blocked, DependsOnHistory, Excluded, SpecTimeout, Undecided
 from .matrix import Outcome
 from .parametrization import SpecCase
 from .running import RunningSpec, drawn_from_traceback, first_line, python_reproducer, reproducer, shorten
@@ -26,7 +26,8 @@ from .width import terminal_width, wrap, wrap_all
 
 #: Fixtures a standalone reproducer can pass as values.
 VALUE_FIXTURES = ("record", "dtype", "device")
-_SKIPS = ((Blocked, State.BLOCKED), (Excluded, State.EXCLUDED), (Undecided, State.UNDECIDED))
+_SKIPS = ((Blocked, State.BLOCKED), (Excluded, State.EXCLUDED), (Undecided, State.UNDECIDED),
+          (DependsOnHistory, State.DEPENDS_ON_HISTORY))
 
 
 def judge(case: SpecCase, excinfo, duration: float, timeout: float | None, when: str = "call") -> State | None:

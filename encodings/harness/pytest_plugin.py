@@ -161,7 +161,7 @@ def pytest_runtest_call(item):
     item.stash[_RUNNING] = spec
     with execution.guarded(case), execution.sized_draws(item.obj, case, item.get_closest_marker("far_positions")):
         execution.block_if_unjudgeable(case, state.timed_out, state.settings.device)  # the probe runs the encoder
-        with running(spec):
+        with running(spec), execution.blamed_on_history(case, state.settings.device):
             return (yield)
 
 

@@ -16,6 +16,8 @@ as a string.
 * ``failing and crashed`` - both: one spec found a violation, another crashed (neither hides the other);
 * ``timed out``           - a spec ran past its timeout (a crash, named so);
 * ``undecided``           - a measured claim whose confidence interval contains its bar;
+* ``depends on ROPE-9``   - a violation found on an encoder whose output depends on its earlier
+  calls: the spec's repeated calls alone may explain it, so it is not judged (ROPE-9 is failed once);
 * ``blocked``             - not judged: the encoder breaks the shape contract, or an earlier
   spec of it timed out (the ``contract`` row, or the timed-out cell, says why);
 * ``excluded``            - one spec needs a configuration the record excludes (a cell of only
@@ -41,6 +43,7 @@ class State(str, enum.Enum):
     FAILING_AND_CRASHED = "failing and crashed"
     TIMED_OUT = "timed out"
     UNDECIDED = "undecided"
+    DEPENDS_ON_HISTORY = "depends on ROPE-9"
     BLOCKED = "blocked"
     EXCLUDED = "excluded"
     NA = "n/a"
@@ -59,7 +62,8 @@ DECLARABLE = (State.HOLDS, State.REFUTED, State.NA)
 
 #: The state of a cell is the first of these among its specs' states.
 PRIORITY = (State.FAILING_AND_CRASHED, State.CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_FAILING,
-            State.UNEXPECTEDLY_HOLDS, State.BLOCKED, State.REFUTED, State.UNDECIDED, State.HOLDS, State.EXCLUDED)
+            State.UNEXPECTEDLY_HOLDS, State.BLOCKED, State.DEPENDS_ON_HISTORY, State.REFUTED, State.UNDECIDED, State.HOLDS,
+            State.EXCLUDED)
 
 #: States a person must look at: one summary line each.
 SURPRISES = (State.FAILING_AND_CRASHED, State.UNEXPECTEDLY_FAILING, State.UNEXPECTEDLY_HOLDS, State.CRASHED,
@@ -77,6 +81,7 @@ SYMBOLS = {
     State.TIMED_OUT: "TIME",
     State.BLOCKED: "BLOCK",
     State.UNDECIDED: "?",
+    State.DEPENDS_ON_HISTORY: "dep",
     State.NA: ".",
     State.NOT_RUN: "-",
 }

@@ -25,8 +25,8 @@ KIND_TITLES = {"rotary": "rotary encoders (RoPE and its variants)", "attention":
                "additive": "absolute (additive) encodings", "bias": "attention biases (ALiBi)",
                "model": "whole models (the relations through which a model calls its encoding)"}
 #: Cell states in the order the counts line names them.
-COUNT_ORDER = (*SURPRISES, State.HOLDS, State.HOLDS_PARTIAL, State.REFUTED, State.UNDECIDED, State.NOT_RUN,
-               State.NOT_DECIDABLE)
+COUNT_ORDER = (*SURPRISES, State.HOLDS, State.HOLDS_PARTIAL, State.REFUTED, State.UNDECIDED,
+               State.DEPENDS_ON_HISTORY, State.NOT_RUN, State.NOT_DECIDABLE)
 COLUMN_GAP = 1
 
 

@@ -96,5 +96,5 @@ def mutant(imitates: str, *, fails: set[str] = frozenset(), why: str = "", survi
 
 
 VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8)"
-RELATIVE = ("logits depend on absolute positions: ROPE-4 and its consequences far out (ROPE-10a), in half "
-            "precision (ROPE-11) and in attention (ATT-4)")
+RELATIVE = ("logits depend on absolute positions: ROPE-4 and its consequences far out (ROPE-10a) and in "
+            "attention (ATT-4)")

@@ -176,7 +176,7 @@ _register("bug_history_at_max_len", lambda c: StatefulDynamicNTK(c.head_dim, c.b
           posenc.RotaryGeometry(angle_dtype=torch.float32, frequencies=DYNAMIC, length_dependent=True), {
               "ROPE-1": posenc.refuted(_DYNAMIC, specs=("test_rotations_compose",)),
               "ROPE-4": posenc.refuted(_DYNAMIC), "ROPE-10a": posenc.refuted(_DYNAMIC),
-              "ROPE-11": posenc.refuted(_DYNAMIC), "ATT-4": posenc.refuted(_DYNAMIC),
+              "ATT-4": posenc.refuted(_DYNAMIC),  # ROPE-11 holds: as wrong in every dtype
               "PATH-2": posenc.refuted(_DYNAMIC + ": cached keys keep their old base"),
           }, min_head_dim=4)
 _register("bug_decode_origin", lambda c: DecodeOrigin(c.head_dim, c.base), protocol="pair",
