@@ -1,4 +1,11 @@
-"""Prints the mutation kill rate that ``tests/test_mutants.py`` measures, with the reason for each kill."""
+"""The project's own tests: untimed unless the user says ``--timeout``, and the mutation kill rate
+that ``tests/test_mutants.py`` measures printed with the reason for each kill.
+
+Many of these tests run a whole spec suite in a subprocess, whose time is the machine's: on a
+busy machine they take longer, and a timeout of the project's own (a marker, the ini value meant
+for a hanging encoder, a subprocess limit) would turn a slow run red. So they carry none; the
+user's ``--timeout`` applies to each, and stops its subprocess with it.
+"""
 
 import pytest
 
@@ -11,6 +18,14 @@ MUTATION_REPORT = pytest.StashKey[dict]()
 def mutation_report(pytestconfig) -> dict:
     """Filled by the mutant tests, printed at the end of the run."""
     return pytestconfig.stash.setdefault(MUTATION_REPORT, {})
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("timeout", default=None) is not None:
+        return
+    for item in items:
+        if "tests" in item.path.parts:  # the ini timeout is the specs' (an encoder that hangs)
+            item.add_marker(pytest.mark.timeout(0))
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -195,3 +195,29 @@ def test_imports_are_resolved_to_modules_of_the_tree(tmp_path, source, expected)
     fake = tmp_path / "absolute.py"
     fake.write_text(source)
     assert imports_of(module_name(path), fake) == expected
+
+
+def _timeouts_of_their_own(source: str) -> list[int]:
+    """Lines of ``source`` with a ``pytest.mark.timeout(...)`` or a ``timeout=`` keyword of a
+    ``subprocess`` call (in code, not in strings)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "timeout" and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "mark":
+            found.append(node.lineno)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess" and \
+                any(k.arg == "timeout" for k in node.keywords):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_projects_tests_set_no_timeout_of_their_own(request):
+    """A slow machine gives a slow run, never a red one: only the user's ``--timeout`` limits them."""
+    own = {path.name: lines for path in sorted((ROOT / "tests").glob("test_*.py"))
+           if path.name != "test_faults.py" and (lines := _timeouts_of_their_own(path.read_text()))}
+    assert own == {}, own
+    assert _timeouts_of_their_own("import pytest\n@pytest.mark.timeout(9)\ndef f(): pass\n") == [2]
+    assert _timeouts_of_their_own("import subprocess\nsubprocess.run(['x'], timeout=9)\n") == [2]
+    if request.config.getoption("timeout", default=None) is None:
+        assert request.node.get_closest_marker("timeout").args == (0,)

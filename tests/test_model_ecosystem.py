@@ -42,7 +42,7 @@ def model_run(tmp_path_factory):
     command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "-n", "2", "--plugin",
                "posenc.ecosystem", "--encoders", MODEL_ENCODERS, "--matrix-dir", str(out)]
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     assert (out / "verdicts.json").exists(), result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads((out / "verdicts.json").read_text()), result, wall
@@ -100,7 +100,7 @@ def test_the_bf16_snippet_shows_the_far_query_off_and_the_fix():
     if not support.available("transformers"):
         pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
     ran = subprocess.run([sys.executable, "-c", _snippet("# transformers 5.24.0: model.to(torch.bfloat16) rounds")],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr[-2000:]
     lines = [line for line in ran.stdout.splitlines() if line.startswith("query at")]
     rounded = {int(line.split()[2].rstrip(":")): float(line.split("= ")[1].split(",")[0]) for line in lines}
@@ -113,7 +113,7 @@ def test_the_past_maximum_snippet_shows_errors_that_name_no_limit():
     if not support.available("transformers"):
         pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
     ran = subprocess.run([sys.executable, "-c", _snippet("# transformers 5.24.0: past their maximum length")],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr[-2000:]
     said = dict(line.split(": ", 1) for line in ran.stdout.splitlines() if line.startswith(("GPT-2", "GPT-J", "MPT")))
     assert said["GPT-2"] == "IndexError: index out of range in self", said

@@ -30,7 +30,7 @@ from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
 
 # One subprocess runs the whole spec suite on every mutant; under -n its tests share one worker.
-pytestmark = [pytest.mark.timeout(1800), pytest.mark.xdist_group("mutants")]
+pytestmark = [pytest.mark.xdist_group("mutants")]
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_PLUGIN = "tests.mutants"  # a package: --plugin takes its module name

@@ -26,7 +26,7 @@ def run_specs(*args, matrix_dir: Path):
     env["POSENC_HYPOTHESIS_PROFILE"] = "ci"
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--tb=line",
                "--matrix-dir", str(matrix_dir), *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

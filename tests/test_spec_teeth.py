@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from posenc.harness.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,13 +28,12 @@ def run_specs(tmp_path, *options) -> tuple[dict, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", *options,
                "--matrix-dir", str(tmp_path)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     runs = sorted((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else []
     assert runs, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads((runs[-1] / "verdicts.json").read_text()), result.stdout[-3000:]
 
 
-@pytest.mark.timeout(900)
 def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
     report, out = run_specs(tmp_path, "-m", "perf", "-k", "test_linear_attention_time_is_linear_in_length",
                             "--plugin", "tests/plugins/softmax_as_linear.py",
@@ -46,7 +44,6 @@ def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
     assert matrix["LIN-1"]["linear_attention_rope"] == State.HOLDS_PARTIAL, out
 
 
-@pytest.mark.timeout(900)
 def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_path):
     report, _ = run_specs(tmp_path, "-m", "perf", "-k",
                           "test_rope_overhead_inside_attention_is_small or test_forward_time_ranks_as_the_documents_table",
@@ -58,7 +55,6 @@ def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_pat
     assert all("the machine is busy" in message for _, message in timing.values()), timing
 
 
-@pytest.mark.timeout(900)
 def test_the_gradient_check_takes_fp32_computation_as_declared_and_keeps_its_teeth(tmp_path):
     """float64 input computed in fp32 (declared by angle_dtype): an exact gradient holds, where finite
     differences at float64's step read it as FAIL; a backward that rotates by R_p instead of R_pᵀ fails."""
@@ -69,7 +65,6 @@ def test_the_gradient_check_takes_fp32_computation_as_declared_and_keeps_its_tee
     assert contract["rope_float64_in_fp32_wrong_backward"] == State.UNEXPECTEDLY_FAILING, out
 
 
-@pytest.mark.timeout(900)
 def test_right_aligned_positions_are_a_missing_error_and_truncated_ones_garbage(tmp_path):
     """x-transformers' documented right-alignment of longer position ids is excused by a record that
     declares it validates no input; cutting them from the left is silent garbage whatever it declares."""
