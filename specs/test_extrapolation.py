@@ -1,4 +1,5 @@
-"""Length, decided by experiment: ROPE-10b (000 §4.2, 004 §1.1), EXT-1, EXT-2, EXT-3 (000 §1, §2.2, §4.1, §4.2).
+"""Length, decided by experiment: ROPE-10b (000 §4.2, 004 §1.1), ROPE-14 (004 §10.3), EXT-1, EXT-2,
+EXT-3 (000 §1, §2.2, §4.1, §4.2).
 
 Small causal language models (2 pre-LN layers, d_model 64, 4 heads), one per encoding and seed,
 are trained at length ``L`` on an order-2 Markov language whose loss floor is known, then scored at
@@ -6,10 +7,14 @@ are trained at length ``L`` on an order-2 Markov language whose loss floor is kn
 rule stated there before any number was seen, over the whole spread of seeds:
 
 * ROPE-10b: RoPE "keeps its loss": ``R(k) = loss(kL) / loss(L) ≤ 1.10`` for k = 2, 4, 8, every seed;
-* EXT-1: RoPE < sinusoidal < learnable in loss past ``L`` (a model that cannot run ranks last),
-  each comparison by the spread rule (the worse design's best seed above the better one's worst);
+* ROPE-14, as advice "for very long sequences": RoPE with positions divided by ``k`` (no
+  fine-tuning) beats plain RoPE on the positions past ``L``, at every k;
+* EXT-1: RoPE < sinusoidal < learnable in loss on the positions past ``L``, each comparison by
+  the spread rule (the worse design's best seed above the better one's worst); a model that
+  cannot run past ``L`` is not ranked, so a comparison with it is not decidable;
 * EXT-2: the learnable model raises a clear error at every length past ``L``;
-* EXT-3: sinusoidal is defined at every length and ranks between RoPE and learnable.
+* EXT-3: sinusoidal "handles slightly longer sequences": defined at every length, and on the
+  positions ``L … 2L − 1`` better than NoPE (no positions at all) and worse than RoPE.
 
 The run trains this project's implementations of the designs (the published snippets compute the
 same functions where they run; their own columns say so). Slow: ``pytest specs -m slow``; the
@@ -19,6 +24,7 @@ JSON, TensorBoard scalars and the loss-per-position image) go to ``profiles/extr
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -35,11 +41,18 @@ _RESULTS: dict = {}
 
 
 def experiment() -> dict:
-    """The experiment's results, run once per session (``POSENC_EXPERIMENT=quick``: the CI-sized run)."""
+    """The experiment's results, run once per session (``POSENC_EXPERIMENT=quick``: the CI-sized run;
+    ``POSENC_EXPERIMENT=FILE.json``: a kept run's ``results.json``, judged without training)."""
     if not _RESULTS:
         value = os.environ.get("POSENC_EXPERIMENT", "")
+        if value.endswith(".json"):
+            if not Path(value).is_file():
+                raise ValueError(f"POSENC_EXPERIMENT={value!r}: no such results file")
+            _RESULTS.update(json.loads(Path(value).read_text()))
+            return _RESULTS
         if value not in ("", "quick"):
-            raise ValueError(f"POSENC_EXPERIMENT={value!r}: the only value is 'quick' (the CI-sized run)")
+            raise ValueError(f"POSENC_EXPERIMENT={value!r}: the values are 'quick' (the CI-sized run) and a kept "
+                             "run's results.json")
         quick = value == "quick"
         config = ExperimentConfig.quick() if quick else ExperimentConfig()
         out = OUT.with_name("extrapolation-quick") if quick else OUT  # a smoke run never replaces the real one
@@ -72,6 +85,13 @@ def test_rope_keeps_its_loss_past_the_training_length(record):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
+@pytest.mark.claim("ROPE-14", kinds=("rotary",), requires=_cell("ROPE-14"))
+def test_linear_scaling_beats_plain_rope_past_the_training_length(record):
+    judge("ROPE-14")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.claim("EXT-1", kinds=("attention",), requires=_cell("EXT-1"))
 def test_rope_extrapolates_better_than_sinusoidal_better_than_learnable(record):
     judge("EXT-1")
@@ -87,5 +107,5 @@ def test_learnable_cannot_run_past_the_training_length(record):
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.claim("EXT-3", kinds=("additive",), requires=_cell("EXT-3"))
-def test_sinusoidal_extrapolates_between_learnable_and_rope(record):
+def test_sinusoidal_handles_slightly_longer_sequences(record):
     judge("EXT-3")

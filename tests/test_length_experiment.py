@@ -14,6 +14,10 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,8 +25,11 @@ import torch
 from posenc.encoders.alibi import ALiBiAttention, ALiBiBias, alibi_slopes
 from posenc.experiments import length_extrapolation as experiment
 from posenc.experiments.length_extrapolation import ExperimentConfig, MarkovChain, TinyLM, spread_order, verdicts
+from posenc.experiments.length_extrapolation.verdicts import against_nope, past_training
 from posenc.tools.extrapolation import parse_config
 from posenc.harness.states import State
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- the chain
 
@@ -63,33 +70,39 @@ L = 16
 LONGER = (32, 64, 128)
 
 
-def entry(loss: float | str, base: float | None = None) -> dict:
+def entry(loss: float | str, n: int, base: float | None = None) -> dict:
+    """One length's entry: ``loss`` on every L-position bucket past the first, ``base`` on the first."""
     if loss == "raises":
         return {"raises": f"ValueError: position 31 is past the learnable table of max_len={L}"}
-    result = {"loss": loss, "accuracy": 0.5, "buckets": [loss]}
+    result = {"loss": loss, "accuracy": 0.5, "buckets": [base if base else loss] + [loss] * (n // L - 1)}
     return {**result, "ratio": loss / base} if base else result
 
 
-def table(losses: dict[str, list[list]]) -> dict:
-    """Results with ``losses[encoding][seed] = [loss at L, 2L, 4L, 8L]`` (a float or "raises")."""
+def table(losses: dict[str, list[list]], variants: dict[str, list[list]] | None = None) -> dict:
+    """Results with ``losses[encoding][seed] = [loss at L, 2L, 4L, 8L]`` (a float or "raises") and
+    RoPE re-scored with ``variants[name][seed] = [loss at 2L, 4L, 8L]``."""
     runs = {}
     for encoding, by_seed in losses.items():
         runs[encoding] = {}
         for seed, row in enumerate(by_seed):
             base = row[0]
             runs[encoding][str(seed)] = {
-                "lengths": {str(n): entry(v, base if n > L else None) for n, v in zip((L, *LONGER), row)},
-                "windowed": {str(n): entry(v, base) for n, v in zip(LONGER, row[1:])},
+                "lengths": {str(n): entry(v, n, base if n > L else None) for n, v in zip((L, *LONGER), row)},
+                "windowed": {str(n): entry(v, n, base) for n, v in zip(LONGER, row[1:])},
                 "train": {"curve": [[1, 2.0]], "final_loss": 2.0, "seconds": 1.0},
             }
-    return {"config": {"train_length": L, "multipliers": [1, 2, 4, 8]}, "chain": {"entropy_floor": 0.8},
+            if encoding == "rope" and variants:
+                runs[encoding][str(seed)]["rope_variants"] = {
+                    name: {str(n): entry(v, n, base) for n, v in zip(LONGER, rows[seed])} for name, rows in variants.items()}
+    return {"config": {"train_length": L, "multipliers": [1, 2, 4, 8], "vocab": 16}, "chain": {"entropy_floor": 0.8},
             "runs": runs}
 
 
 FLAT = [[1.0, 1.0, 1.05, 1.08]] * 3
 RISING = [[1.0, 1.5, 2.0, 3.0]] * 3
 RAISES = [[1.0, "raises", "raises", "raises"]] * 3
-BASE = {"learnable": RAISES, "hybrid": RAISES}
+NOPE = [[1.0, 1.3, 1.8, 2.3]] * 3  # a model with no positions: worse past L, but never wild
+BASE = {"learnable": RAISES, "hybrid": RAISES, "nope": NOPE}
 
 
 def outcome(claim: str, losses: dict) -> str:
@@ -111,34 +124,64 @@ def test_rope_keeps_its_loss_holds_refuted_or_undecided_by_seed_agreement():
     assert "1.1" in verdict.rule and verdict.evidence["ratios_by_seed"]["0"]["128"] == pytest.approx(1.08)
 
 
-def test_extrapolation_ranking_uses_the_whole_seed_spread():
+def test_extrapolation_ranking_uses_the_whole_seed_spread_and_ranks_no_model_that_cannot_run():
     better = [[1.0, 1.1, 1.2, 1.3], [1.0, 1.12, 1.22, 1.32]]
     worse = [[1.0, 1.5, 2.0, 3.0], [1.0, 1.6, 2.1, 3.1]]
     overlapping = [[1.0, 1.11, 1.5, 2.0], [1.0, 1.2, 1.6, 2.0]]
-    assert outcome("EXT-1", {"rope": better, "sinusoidal": worse}) == State.HOLDS
+    # the learnable model cannot run past L: not ranked, so the claim's second pair cannot be decided
+    assert outcome("EXT-1", {"rope": better, "sinusoidal": worse}) == State.NOT_DECIDABLE
     assert outcome("EXT-1", {"rope": worse, "sinusoidal": better}) == State.REFUTED
-    assert outcome("EXT-1", {"rope": better, "sinusoidal": overlapping}) == State.UNDECIDED
+    assert outcome("EXT-1", {"rope": better, "sinusoidal": overlapping}) == State.NOT_DECIDABLE
     # sinusoidal against a learnable table that runs past L: the spread rule decides
     runs = {"rope": better, "sinusoidal": worse}
     assert outcome("EXT-1", {**runs, "learnable": [[1.0, 1.0, 1.0, 1.0]] * 2}) == State.REFUTED
     assert outcome("EXT-1", {**runs, "learnable": [[1.0, 9.0, 9.0, 9.0]] * 2}) == State.HOLDS
+    assert outcome("EXT-1", {"rope": better, "sinusoidal": overlapping,
+                             "learnable": [[1.0, 9.0, 9.0, 9.0]] * 2}) == State.UNDECIDED
     evidence = verdicts(table({**BASE, **runs}))["EXT-1"].evidence
-    assert evidence["sinusoidal_better_than_learnable"]["by_length"]["32"]["losses"]["learnable"] == "raises"
+    assert evidence["sinusoidal_better_than_learnable"]["by_length"]["32"]["learnable"] == "cannot run past L"
+    assert evidence["rope_better_than_sinusoidal"]["by_length"]["32"]["rope"] == [1.1, 1.12]
 
 
+def test_past_training_reads_the_positions_past_l_only():
+    results = table({**BASE, "rope": [[1.0, 2.0, 3.0, 4.0]] * 3})
+    assert past_training(results, "rope", 64) == [3.0] * 3  # the first L positions (loss 1.0) are left out
+    assert past_training(results, "learnable", 64) is None
 def test_learnable_cannot_run_past_its_table_holds_only_with_a_clear_error_everywhere():
     assert outcome("EXT-2", {}) == State.HOLDS
     assert outcome("EXT-2", {"learnable": FLAT}) == State.REFUTED
     assert outcome("EXT-2", {"learnable": [RAISES[0], FLAT[0], RAISES[0]]}) == State.REFUTED
 
 
-def test_sinusoidal_is_medium_needs_finite_losses_and_a_place_between_rope_and_learnable():
-    low, high = [[1.0, 1.1, 1.1, 1.1]] * 3, [[1.0, 2.0, 3.0, 4.0]] * 3
-    assert outcome("EXT-3", {"rope": low, "sinusoidal": high}) == State.HOLDS
-    assert outcome("EXT-3", {"rope": high, "sinusoidal": low}) == State.REFUTED  # better than RoPE: not medium
-    assert outcome("EXT-3", {"rope": low, "sinusoidal": [[1.0, 2.0, math.inf, 4.0]] * 3}) == State.REFUTED
-    overlapping = [[1.0, 1.05, 3.0, 4.0], [1.0, 1.15, 3.0, 4.0], [1.0, 1.2, 3.0, 4.0]]  # RoPE's 1.1 inside at 2L
+def test_sinusoidal_handles_slightly_longer_sequences_only_if_it_beats_nope_past_l():
+    low, middle, high = [[1.0, 1.1, 1.1, 1.1]] * 3, [[1.0, 1.2, 1.5, 2.0]] * 3, [[1.0, 2.0, 3.0, 4.0]] * 3
+    assert outcome("EXT-3", {"rope": low, "sinusoidal": middle}) == State.HOLDS  # below NoPE's 1.3 at 2L
+    assert outcome("EXT-3", {"rope": low, "sinusoidal": high}) == State.REFUTED  # worse than no positions at 2L
+    assert outcome("EXT-3", {"rope": high, "sinusoidal": middle}) == State.REFUTED  # better than RoPE: not medium
+    assert outcome("EXT-3", {"rope": low, "sinusoidal": [[1.0, 1.2, math.inf, 2.0]] * 3}) == State.REFUTED
+    overlapping = [[1.0, 1.25, 3.0, 4.0], [1.0, 1.28, 3.0, 4.0], [1.0, 1.35, 3.0, 4.0]]  # NoPE's 1.3 inside at 2L
     assert outcome("EXT-3", {"rope": low, "sinusoidal": overlapping}) == State.UNDECIDED
+    evidence = verdicts(table({**BASE, "rope": low, "sinusoidal": high}))["EXT-3"].evidence
+    assert evidence["positions_past_L_at_2L"] == {"sinusoidal": [2.0] * 3, "nope": [1.3] * 3, "rope": [1.1] * 3}
+
+
+def test_linear_scaling_is_judged_against_plain_rope_without_fine_tuning():
+    rope = [[1.0, 1.5, 2.0, 3.0]] * 3
+    helps, hurts = [[1.2, 1.5, 2.0]] * 3, [[2.0, 1.5, 2.0]] * 3
+    assert verdicts(table({**BASE, "rope": rope}, {"position_interpolation": helps}))["ROPE-14"].outcome == State.HOLDS
+    assert verdicts(table({**BASE, "rope": rope}, {"position_interpolation": hurts}))["ROPE-14"].outcome == \
+        State.REFUTED
+    assert verdicts(table({**BASE, "rope": rope}))["ROPE-14"].outcome == State.NOT_DECIDABLE  # never re-scored
+
+
+def test_against_nope_names_where_each_encoding_is_worse_than_no_positions():
+    results = table({**BASE, "rope": [[1.0, 1.1, 2.0, 3.0]] * 3, "sinusoidal": [[1.0, 2.0, 3.0, 4.0]] * 3},
+                    {"position_interpolation": [[2.0, 2.0, 3.0]] * 3})
+    table_ = against_nope(results)
+    assert table_["rope"] == {"32": "better", "64": "worse", "128": "worse"}
+    assert table_["sinusoidal"] == {"32": "worse", "64": "worse", "128": "worse"}
+    assert table_["rope, position_interpolation"]["32"] == "worse"
+    assert "learnable" not in table_  # cannot run past L: nothing to compare
 
 
 def test_hybrid_verdicts_decide_what_the_experiment_can_and_say_why_not_for_the_rest():
@@ -303,3 +346,33 @@ def test_alibi_refuses_bad_input_with_clear_errors():
         ALiBiBias(4)(torch.zeros(1, 2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="at most 16777216"):
         ALiBiBias(4)(torch.tensor([0, 2**24 + 1]))
+
+
+# ---------------------------------------------------------------- the kept run, judged by the slow specs
+
+
+def test_the_kept_run_is_judged_by_the_slow_specs_without_training(tmp_path):
+    """``POSENC_EXPERIMENT=FILE.json`` judges a kept ``results.json``: the matrix cells follow from its losses."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("POSENC_")},
+           "POSENC_EXPERIMENT": str(ROOT / "docs" / "measurements" / "length-experiment.json")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "specs", "-m", "slow", "-q", "-p", "no:cacheprovider",
+                           "--matrix-dir", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+    cells = {(o["claim"], o["encoder"]): (o["state"], o["message"])
+             for o in json.loads((tmp_path / "verdicts.json").read_text())["outcomes"]}
+    assert cells[("EXT-3", "sinusoidal")][0] == State.REFUTED  # worse than NoPE just past L
+    assert cells[("ROPE-14", "rope_linear_scaled")][0] == State.REFUTED  # worse than plain RoPE at 2L
+    assert cells[("EXT-1", "attention_rope_causal")][0] == State.UNDECIDED
+    assert "not decidable" in cells[("EXT-1", "attention_rope_causal")][1]  # learnable is not ranked
+    assert cells[("EXT-2", "learnable")][0] == State.HOLDS and cells[("ROPE-10b", "attention_rope_causal")][0] == \
+        State.REFUTED
+    assert "no surprise" in done.stdout
+
+
+def test_a_results_file_that_does_not_exist_is_refused(tmp_path):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("POSENC_")},
+           "POSENC_EXPERIMENT": str(tmp_path / "missing.json")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "specs", "-m", "slow", "-q", "-p", "no:cacheprovider",
+                           "-k", "sinusoidal", "--matrix-dir", str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert "no such results file" in done.stdout + done.stderr, done.stdout[-2000:]

@@ -43,7 +43,7 @@ ROTARY_DEFAULTS = {
 #: The length experiment trains designs, not records: the built-in record whose cell carries each of
 #: its claims (specs/test_extrapolation.py judges them there; README's findings name them).
 EXPERIMENT_CELLS = {"ROPE-10b": "attention_rope_causal", "EXT-1": "attention_rope_causal", "EXT-2": "learnable",
-                    "EXT-3": "sinusoidal"}
+                    "EXT-3": "sinusoidal", "ROPE-14": "rope_linear_scaled"}
 
 NOT_ROTARY_PATHS = family(("PATH-",), "call paths are checked on rotary encoders")
 

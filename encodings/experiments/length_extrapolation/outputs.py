@@ -11,7 +11,7 @@ import torch
 from ...harness.plots import PALETTE
 from ...harness.reports import atomic_write
 from .config import ROPE_VARIANTS
-from .verdicts import seed_entries
+from .verdicts import against_nope, past_training, seed_entries, verdicts
 
 
 def _mean(values: list[float]) -> float:
@@ -34,6 +34,33 @@ def _table(results: dict, rows: list[tuple[str, list[list[dict]]]], lengths: lis
     lines = [header, "|---|" + "---|" * len(lengths)]
     lines += [f"| {name} | " + " | ".join(_cell(entries, key) for entries in cells) + " |" for name, cells in rows]
     return lines
+
+
+def _past_training_rows(results: dict, longer: list[int]) -> list[tuple[str, list[list[dict]]]]:
+    """Per encoding (and RoPE re-scored by each variant), per length: each seed's loss past L."""
+    seeds = len(next(iter(results["runs"].values())))
+    names = [(e, e, None) for e in results["runs"]]
+    if "rope" in results["runs"]:
+        names += [(f"rope, {v}", "rope", v) for v in ROPE_VARIANTS]
+    rows = []
+    for name, encoding, variant in names:
+        cells = []
+        for n in longer:
+            losses = past_training(results, encoding, n, variant)
+            cells.append([{"loss": x} for x in losses] if losses else [{"raises": "cannot run past L"}] * seeds)
+        rows.append((name, cells))
+    return rows
+
+
+def _against_nope_lines(results: dict) -> list[str]:
+    """One line per encoding: at which lengths it is better and worse than NoPE past L (spread rule)."""
+    lines, L = [], results["config"]["train_length"]
+    for name, by_length in against_nope(results).items():
+        said = [f"{word} at {', '.join(f'{int(n) // L}L' for n in lengths)}"
+                for word in ("worse", "better", "overlapping")
+                if (lengths := [n for n, w in by_length.items() if w == word])]
+        lines.append(f"- {name}: " + "; ".join(said))
+    return lines or ["- (no run to compare with NoPE)"]
 
 
 def markdown_report(results: dict) -> str:
@@ -72,8 +99,14 @@ def markdown_report(results: dict) -> str:
         lines += ["", "## RoPE re-scored without retraining (frequencies for k = n / L): loss, then R(k)", "",
                   "Loss:", "", *_table(results, variants, longer, "loss"), "",
                   "R(k) against plain RoPE at L:", "", *_table(results, variants, longer, "ratio")]
-    lines += ["", "## Verdicts", ""]
-    for claim, verdict in results["verdicts"].items():
+    lines += ["", "## Loss on the positions past L only (what EXT-1, EXT-3 and ROPE-14 compare)", "",
+              *_table(results, _past_training_rows(results, longer), longer, "loss"),
+              "", "## Against NoPE (a model with no positions), on the positions past L", "",
+              *_against_nope_lines(results)]
+    lines += ["", "## Verdicts", "", "Decided from the losses above by the rules of this version (each rule is stated "
+              "with its verdict).", ""]
+    for claim, judged in verdicts(results).items():
+        verdict = judged.as_dict()
         lines += [f"- **{claim}: {verdict['outcome']}** - rule: {verdict['rule']}.",
                   f"  Evidence: `{json.dumps(_rounded(verdict['evidence']), ensure_ascii=False)}`"]
     return "\n".join(lines) + "\n"

@@ -56,13 +56,6 @@ def spread_order(better: list[float], worse: list[float]) -> str:
     return State.UNDECIDED
 
 
-def _combine(outcomes: list[str]) -> str:
-    """"holds" if every part holds, "refuted" if any part is refuted, else "undecided"."""
-    if outcomes and all(o == State.HOLDS for o in outcomes):
-        return State.HOLDS
-    return State.REFUTED if State.REFUTED in outcomes else State.UNDECIDED
-
-
 def _missing(results: dict, *encodings: str) -> Verdict | None:
     absent = [e for e in encodings if e not in results["runs"]]
     if absent:
@@ -86,45 +79,91 @@ def rope_keeps_its_loss(results: dict) -> Verdict:
     return Verdict(outcome, rule, {"ratios_by_seed": ratios, "bar": RATIO_BAR})
 
 
-def _better_at(results: dict, better: str, worse: str, length: int) -> tuple[str, dict]:
-    """``better`` extrapolates better than ``worse`` at one length.
+def past_training(results: dict, encoding: str, length: int, variant: str | None = None) -> list[float] | None:
+    """Per seed, the loss over the positions past L of a ``length``-token sequence (the mean of its
+    L-position buckets after the first); ``None`` if any seed raised or gave a non-finite loss.
+    ``variant``: RoPE re-scored with that frequency schedule (``rope_variants``)."""
+    losses = []
+    for _, run in sorted(results["runs"][encoding].items()):
+        entry = (run.get("rope_variants") or {}).get(variant, {}) if variant else run["lengths"]
+        buckets = entry.get(str(length), {}).get("buckets", [])[1:]
+        if not buckets or not all(math.isfinite(b) for b in buckets):
+            return None
+        losses.append(sum(buckets) / len(buckets))
+    return losses
 
-    Both run (finite loss at every seed): :func:`spread_order`. Only ``better`` runs: holds (a model
-    that gives no prediction at a length ranks below any that does). Only ``worse`` runs: refuted.
-    Neither: undecided."""
-    ours, theirs = _losses(results, better, length), _losses(results, worse, length)
-    evidence = {better: ours if ours is not None else "raises", worse: theirs if theirs is not None else "raises"}
-    if ours is not None and theirs is not None:
-        return spread_order(ours, theirs), evidence
-    if ours is not None:
-        return State.HOLDS, evidence
-    return (State.REFUTED if theirs is not None else State.UNDECIDED), evidence
+
+def _compared(ours: list[float] | None, theirs: list[float] | None) -> str:
+    """:func:`spread_order` of two models' losses; not decidable where either gave none (a model
+    that cannot run there is not ranked, neither first nor last)."""
+    if ours is None or theirs is None:
+        return State.NOT_DECIDABLE
+    return spread_order(ours, theirs)
 
 
-def _ranked(results: dict, better: str, worse: str) -> tuple[str, dict]:
-    parts = {str(n): _better_at(results, better, worse, n) for n in _longer_lengths(results)}
-    return _combine([o for o, _ in parts.values()]), {n: {"outcome": o, "losses": e} for n, (o, e) in parts.items()}
+def _all_of(outcomes: list[str]) -> str:
+    """A conjunction: refuted if any part is, holds if every part does, not decidable if a part
+    cannot be decided, else undecided."""
+    if State.REFUTED in outcomes:
+        return State.REFUTED
+    if outcomes and all(o == State.HOLDS for o in outcomes):
+        return State.HOLDS
+    return State.NOT_DECIDABLE if State.NOT_DECIDABLE in outcomes else State.UNDECIDED
+
+
+def _shown(losses: list[float] | None) -> list[float] | str:
+    return [round(x, 4) for x in losses] if losses is not None else "cannot run past L"
+
+
+def _better_past_training(results: dict, better: str, worse: str, lengths: list[int]) -> tuple[str, dict]:
+    parts = {}
+    for n in lengths:
+        ours, theirs = past_training(results, better, n), past_training(results, worse, n)
+        parts[str(n)] = {"outcome": _compared(ours, theirs), better: _shown(ours), worse: _shown(theirs)}
+    return _all_of([p["outcome"] for p in parts.values()]), parts
 
 
 def extrapolation_ranking(results: dict) -> Verdict:
     """EXT-1: RoPE extrapolates better than sinusoidal, which does better than learnable.
 
-    "A better than B at length kL" (k > 1): if both give finite losses at every seed, A's worst
-    seed beats B's best (max A < min B) - holds; reversed ranges (min A > max B) - refuted;
-    overlapping ranges - undecided. If only A runs at that length, A is better (the table ranks
-    extrapolation; a model that cannot predict at all there ranks last); if only B runs, refuted.
-    Each pair holds iff it holds at every k > 1 and is refuted iff refuted at some k; the claim
-    holds iff both pairs hold and is refuted iff either pair is refuted."""
-    rule = ("per k > 1: max over seeds of A's loss < min of B's (holds), min A > max B (refuted), else undecided; "
-            "a model that raises at kL ranks below one that runs; pair holds iff at every k, refuted iff at some k; "
-            "claim = both pairs (rope < sinusoidal, sinusoidal < learnable)")
+    "A better than B at length kL" (k > 1): on the positions past L of a kL sequence, A's worst
+    seed beats B's best (max A < min B) - holds; reversed ranges - refuted; overlapping - undecided.
+    A model that cannot run at kL gives no loss there: a comparison with it is not decidable (it is
+    EXT-2's claim, not a rank). Each pair holds iff it holds at every k > 1; the claim is refuted
+    iff a pair is refuted at some k, holds iff both pairs hold, and is not decidable where a pair
+    cannot be decided."""
+    rule = ("loss on the positions past L, per k > 1: max over seeds of A < min of B (holds), min A > max B "
+            "(refuted), else undecided; a model that cannot run past L is not ranked (not decidable); claim = "
+            "rope < sinusoidal and sinusoidal < learnable at every k")
     if (missing := _missing(results, "rope", "sinusoidal", "learnable")) is not None:
         return missing
-    rope_vs_sin, rope_evidence = _ranked(results, "rope", "sinusoidal")
-    sin_vs_learnable, sin_evidence = _ranked(results, "sinusoidal", "learnable")
-    return Verdict(_combine([rope_vs_sin, sin_vs_learnable]), rule,
+    longer = _longer_lengths(results)
+    rope_vs_sin, rope_evidence = _better_past_training(results, "rope", "sinusoidal", longer)
+    sin_vs_learnable, sin_evidence = _better_past_training(results, "sinusoidal", "learnable", longer)
+    return Verdict(_all_of([rope_vs_sin, sin_vs_learnable]), rule,
                    {"rope_better_than_sinusoidal": {"outcome": rope_vs_sin, "by_length": rope_evidence},
                     "sinusoidal_better_than_learnable": {"outcome": sin_vs_learnable, "by_length": sin_evidence}})
+
+
+def against_nope(results: dict) -> dict[str, dict[str, str]]:
+    """Per encoding (and RoPE re-scored with each variant) and k > 1: ``better`` or ``worse`` than
+    NoPE - the same model with no positions - on the positions past L (the spread rule), else
+    ``overlapping``; absent where it cannot run past L."""
+    names = {e: (e, None) for e in results["runs"] if e != "nope"}
+    variants = next(iter(results["runs"].get("rope", {}).values()), {}).get("rope_variants") or {}
+    names.update({f"rope, {v}": ("rope", v) for v in variants})
+    table = {}
+    for name, (encoding, variant) in names.items():
+        row = {}
+        for n in _longer_lengths(results):
+            ours, nope = past_training(results, encoding, n, variant), past_training(results, "nope", n)
+            if ours is None or nope is None:
+                continue
+            order = spread_order(ours, nope)
+            row[str(n)] = "better" if order == State.HOLDS else "worse" if order == State.REFUTED else "overlapping"
+        if row:
+            table[name] = row
+    return table
 
 
 def _refusals(results: dict, encoding: str) -> tuple[bool, dict]:
@@ -158,26 +197,50 @@ def learnable_cannot_run_past_table(results: dict) -> Verdict:
 
 
 def sinusoidal_is_medium(results: dict) -> Verdict:
-    """EXT-3 (ABS-4 in the empirical sense): sinusoidal is defined for any length, with "medium" extrapolation.
+    """EXT-3: sinusoidal extrapolates partially: it "can handle slightly longer sequences", between
+    learnable and RoPE.
 
-    Defined: a finite loss at every length for every seed. Medium: between RoPE and learnable at
-    every k > 1, each comparison by :func:`extrapolation_ranking`'s per-length rule (RoPE better
-    than sinusoidal, sinusoidal better than learnable). Holds iff defined and both comparisons hold
-    at every k; refuted iff undefined somewhere or either comparison is refuted at some k; else
-    undecided."""
-    rule = ("defined = finite loss at every length and seed; medium = rope better than sinusoidal and sinusoidal "
-            "better than learnable at every k > 1 (spread rule); holds iff both, refuted iff either fails")
-    if (missing := _missing(results, "rope", "sinusoidal", "learnable")) is not None:
+    Defined: a finite loss at every length for every seed. Handles slightly longer sequences: on
+    the positions L…2L−1 of a 2L sequence it beats NoPE (the same model with no positions at all)
+    by the spread rule; a model worse than ignoring positions there does not handle them. Between:
+    RoPE beats it there; the learnable side is not ranked (it cannot run past L: EXT-2). Holds iff
+    defined and both comparisons hold; refuted iff undefined or either is reversed; else undecided."""
+    rule = ("defined = finite loss at every length and seed; on the positions L..2L-1 of 2L: sinusoidal beats "
+            "NoPE and RoPE beats sinusoidal (spread rule); learnable is not ranked (cannot run past L); holds iff "
+            "all, refuted iff undefined or a comparison is reversed")
+    if (missing := _missing(results, "rope", "sinusoidal", "nope")) is not None:
         return missing
     lengths = [k * results["config"]["train_length"] for k in results["config"]["multipliers"]]
     losses = {str(n): _losses(results, "sinusoidal", n) for n in lengths}
     defined = all(v is not None for v in losses.values())
-    below_rope, rope_evidence = _ranked(results, "rope", "sinusoidal")
-    above_learnable, _ = _ranked(results, "sinusoidal", "learnable")
-    outcome = _combine([below_rope, above_learnable]) if defined else State.REFUTED
-    return Verdict(outcome, rule, {"defined": defined, "sinusoidal_losses": losses,
-                                   "rope_better": below_rope, "better_than_learnable": above_learnable,
-                                   "rope_vs_sinusoidal_by_length": rope_evidence})
+    twice = 2 * results["config"]["train_length"]
+    sinusoidal, nope, rope = (past_training(results, e, twice) for e in ("sinusoidal", "nope", "rope"))
+    beats_nope, below_rope = _compared(sinusoidal, nope), _compared(rope, sinusoidal)
+    outcome = _all_of([beats_nope, below_rope]) if defined else State.REFUTED
+    return Verdict(outcome, rule, {"defined": defined, "positions_past_L_at_2L": {
+        "sinusoidal": _shown(sinusoidal), "nope": _shown(nope), "rope": _shown(rope)},
+        "sinusoidal_beats_nope": beats_nope, "rope_beats_sinusoidal": below_rope,
+        "uniform_guess": round(math.log(results["config"]["vocab"]), 4)})
+
+
+def linear_scaling_extends_rope(results: dict) -> Verdict:
+    """ROPE-14, as 004 §10.3 offers it: the linear scaling variant, suggested for very long sequences.
+
+    The trained RoPE model re-scored with positions divided by k = n/L (position interpolation),
+    without fine-tuning, against the same model unscaled: on the positions past L of a kL sequence,
+    it beats plain RoPE (spread rule) at every k > 1 - holds; worse at some k - refuted; else
+    undecided. (Chen et al. 2023 fine-tune after scaling; the document does not say so.)"""
+    rule = ("loss on the positions past L, per k > 1: RoPE with positions / k (no fine-tuning) beats RoPE by the "
+            "spread rule at every k (holds), is beaten at some k (refuted), else undecided")
+    if (missing := _missing(results, "rope")) is not None:
+        return missing
+    parts = {}
+    for n in _longer_lengths(results):
+        scaled, plain = past_training(results, "rope", n, "position_interpolation"), past_training(results, "rope", n)
+        parts[str(n)] = {"outcome": _compared(scaled, plain), "position_interpolation": _shown(scaled),
+                         "rope": _shown(plain)}
+    outcomes = [p["outcome"] for p in parts.values()]
+    return Verdict(_all_of(outcomes), rule, {"by_length": parts})
 
 
 def hybrid_local_benefit(results: dict) -> Verdict:
@@ -193,7 +256,7 @@ def hybrid_local_benefit(results: dict) -> Verdict:
     hybrid = _losses(results, "hybrid", L)
     others = {e: _losses(results, e, L) for e in ("rope", "learnable")}
     parts = {e: spread_order(hybrid, losses) for e, losses in others.items()}
-    return Verdict(_combine(list(parts.values())), rule,
+    return Verdict(_all_of(list(parts.values())), rule,
                    {"hybrid": hybrid, **others, "by_comparison": parts,
                     "entropy_floor": results["chain"]["entropy_floor"]})
 
@@ -220,6 +283,7 @@ VERDICT_RULES = {
     "EXT-1": extrapolation_ranking,
     "EXT-2": learnable_cannot_run_past_table,
     "EXT-3": sinusoidal_is_medium,
+    "ROPE-14": linear_scaling_extends_rope,
     "HYB-1a": hybrid_local_benefit,
     "HYB-1b": hybrid_inherits_table_limit,
     "HYB-1c": hybrid_long_range,
