@@ -6,7 +6,11 @@
 * LIN-2 (000 §5.2): linear attention with RoPE keeps this property.
 
 Shift invariance alone is passed by a module that ignores positions, so both also require position
-awareness: reordering the earlier tokens must change the last token's output.
+awareness, with the tokens kept in place so that a reshape mixing tokens cannot pass for it: an
+attention module that takes positions must change its output when they are permuted; one that
+can say what it computes without positions (``without_positions()``, as the documents'
+attentions do) must differ from that. Otherwise (an encoder placed in the reference attention)
+reordering the earlier tokens must change the last token's output.
 * ROPE-7 (004 §7), a cross-check on the hybrid (000 §5.1): with its table zeroed, what remains is
   per-head RoPE, ``f(x, p) = R_p x`` for every head, angles from ``head_dim``. (ABS-2 and ATT-4
   run on the hybrid as cross-checks too; HYB-1 itself is not decidable by a spec.)
@@ -89,10 +93,46 @@ def reorder_change(record, dtype, device, seed, offset):
     return float((after - before).abs().max()), bound
 
 
+def removal_change(record, dtype, device, seed, offset):
+    """For an attention module, tokens kept in place: ``max |Attn − Attn without positions|`` where it
+    offers ``without_positions()``, else ``max |Attn(p) − Attn(π(p))|`` with its positions permuted
+    where it takes them; None for neither, or where it refuses permuted positions (the reorder
+    check decides)."""
+    cfg = s.SPEC_CONFIG
+    module = s.build(record, dtype, device)
+    bare = getattr(module, "without_positions", None)
+    if record.kind != "attention" or (bare is None and record.calling.positions != "any"):
+        return None
+    offset = min(offset, s.position_cap(record, 10**7) - SEQ)
+    heads = (1, SEQ, cfg.n_heads, cfg.head_dim)
+    q, k, v = (s.randn(heads, seed + i, dtype, device) for i in range(3))
+    positions = torch.arange(offset, offset + SEQ, device=device)
+    with torch.no_grad():
+        out = module.attend(q, k, v, None, offset=offset).to(torch.float64)
+        if bare is not None:
+            other = bare().attend(q, k, v, None, offset=offset).to(torch.float64)
+        else:  # the earlier tokens' positions reversed, the last kept
+            permuted = torch.cat((positions[:-1].flip(0), positions[-1:]))
+            try:
+                other = module.attend(q, k, v, permuted).to(torch.float64)
+            except (ValueError, RuntimeError):  # it takes a contiguous run only: the reorder check decides
+                return None
+    qn, kn = q.double().norm(dim=-1).max(), k.double().norm(dim=-1).max()
+    magnitude = 2 * float(v.double().abs().max()) * (1 + float(qn * kn) / math.sqrt(cfg.head_dim))
+    return float((out - other).abs().max()), record.tolerance(dtype).bound(magnitude, s.max_angle(offset + SEQ))
+
+
 def _require_shift_invariant(record, dtype, device, seed, offset, shift):
     error, bound = shift_change(record, dtype, device, seed, offset, shift)
     s.require_within(error=error, bound=bound,
                      what="shifting every position by the same offset changed the attention output")
+    removed = removal_change(record, dtype, device, seed, offset)
+    if removed is not None:
+        if removed[0] <= removed[1]:
+            s.violated("with the tokens in place, removing or permuting the positions changes nothing (RoPE has "
+                       "no effect in this code), so its shift invariance says nothing about positions",
+                       change=removed[0], tolerance=removed[1])
+        return
     change, bound = reorder_change(record, dtype, device, seed, offset)
     if change <= bound:
         s.violated("reordering the earlier tokens left the last output unchanged: positions never reach "

@@ -1,8 +1,9 @@
 """ROPE-6 (004 §3.3): V is not rotated; only q and k carry position.
 
-Observed on attention modules: with every value row equal to the same vector
-``c``, each output row of ``Σ_n w_mn v_n`` is a multiple of ``c`` per head. A
-rotated V gives ``Σ_n w_mn R_n c``, which is not.
+Observed on attention modules: with every value row of every head equal to the same vector
+``c``, each output row of ``Σ_n w_mn v_n`` is a multiple of ``c``, whatever the weights (and
+whatever heads they mix: that is ATT-1's to judge). A rotated V gives ``Σ_n w_mn R_n c``, which
+is not.
 """
 
 import pytest
@@ -21,9 +22,10 @@ SEQ = 7
 def test_values_are_not_rotated(record, dtype, device, seed, offset):
     module = s.build(record, dtype, device)
     cfg = s.SPEC_CONFIG
+    offset = min(offset, s.position_cap(record, offset + SEQ) - SEQ)  # a fixed cache's end is ROPE-9's
     shape = (2, SEQ, cfg.n_heads, cfg.head_dim)
     q, k = s.randn(shape, seed, dtype, device), s.randn(shape, seed + 1, dtype, device)
-    c = s.randn((1, 1, cfg.n_heads, cfg.head_dim), seed + 2, dtype, device)
+    c = s.randn((1, 1, 1, cfg.head_dim), seed + 2, dtype, device)  # one vector for every head
     v = c.expand(shape).contiguous()
     with torch.no_grad():
         out = module.attend(q, k, v, None, offset=offset).to(torch.float64)

@@ -106,9 +106,10 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
             "ATT-1": refuted(_HEADS_AXIS),
             "ATT-2": refuted(_HEADS_AXIS + ": its softmax rows run over heads, so they are not the sequence's weights"),
             "ATT-5": refuted("d_model % heads ≠ 0 fails in view() with a shape error that names no rule"),
-            "ROPE-6": refuted(_HEADS_AXIS + ": other heads' values are mixed into each output (ATT-1's defect; "
-                              "the spec cannot tell it from rotated values)"),
-        },
+            "ATT-4": refuted("RoPE has no effect in this code: q and k of one token, rotated by the same angle, "
+                             "are multiplied across heads, so the rotation cancels; its shift invariance says "
+                             "nothing about positions"),
+        },  # ROPE-6 holds: v is never rotated (the heads it mixes are ATT-1's defect)
     ),
     rotary_record(
         "published_hybrid", INTERLEAVED_FP32, build=lambda c: placed(doc000.HybridPositionEncoding(c.d_model, c.max_len), c),

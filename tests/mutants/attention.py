@@ -162,3 +162,29 @@ def linear_attention_k_unrotated(c):
     """linear attention that rotates φ(q) but not φ(k)"""
     # references: bug class 8 (k left unrotated: Liger-Kernel #342, ColossalAI #6444).
     return placed(KeysNotRotated(c.d_model, c.n_heads, base=c.base), c)
+
+
+class AttendsAcrossHeads(RoPEAttention):
+    """q @ kᵀ on (batch, seq, heads, d) tensors, as 000 §3.3 writes it: each token's heads attend to
+    each other, so q and k of one token turn by one angle and the rotation cancels; the output is
+    then read back through a reshape that mixes tokens."""
+
+    def attend(self, q, k, v, positions=None, *, offset=0):
+        q = self.rotary(q, positions, offset=offset)
+        k = self.rotary(k, positions, offset=offset)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)).softmax(dim=-1)
+        out = weights @ v  # (batch, seq, heads, d)
+        return out.transpose(1, 2).reshape(q.shape)  # heads and tokens interleaved
+
+
+@mutant(
+    "attention_rope",
+    fails={"ATT-1", "ATT-2", "ATT-4"},
+    why="its weights run over heads, not the sequence (ATT-1, ATT-2), and RoPE cancels, so its shift "
+    "invariance is vacuous (ATT-4)",
+)
+def attention_across_heads_rope_cancels(c):
+    """attention across the heads of each token: RoPE cancels, a reshape mixes tokens"""
+    # Passed ATT-4 when position awareness was judged by reordering tokens, which the reshape changes anyway;
+    # failed ROPE-6 when each head's value vector differed, though v is never rotated.
+    return placed(AttendsAcrossHeads(c.d_model, c.n_heads, base=c.base), c)

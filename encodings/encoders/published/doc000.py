@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
+from copy import deepcopy
+
 import torch
 import torch.nn as nn
 
@@ -237,6 +239,14 @@ class _PublishedAttention:
 
     def forward(self, x, positions=None, *, offset=0):
         return self.attend(*self.project(x), positions, offset=offset).flatten(-2)
+
+    def without_positions(self):
+        """A copy whose RoPE turns by nothing (cos 1, sin 0): what this code computes with no
+        positions at all, for the specs' position-awareness checks."""
+        copy = deepcopy(self)
+        copy.rope.cos_cached.fill_(1.0)
+        copy.rope.sin_cached.fill_(0.0)
+        return copy
 
 
 class AttentionWithRoPEAdapter(_PublishedAttention, AttentionWithRoPE):
