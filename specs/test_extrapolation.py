@@ -32,17 +32,42 @@ from pathlib import Path
 import pytest
 
 from posenc.experiments import ExperimentConfig, run_experiment, verdicts
+from posenc.harness.contract import Blocked
 from posenc.harness.declarations import EXPERIMENT_CELLS
 from specs import support as s
 from posenc.harness.states import State
 
 OUT = Path(__file__).resolve().parents[1] / "profiles" / "extrapolation"
 _RESULTS: dict = {}
+_FAILED: list[str] = []  # why the run's one attempt did not finish
 
 
-def experiment() -> dict:
+class _LiveProgress:
+    """Progress lines to the terminal past pytest's output capture (which holds file descriptor 2
+    too), so that a long run shows where it is."""
+
+    def __init__(self, config):
+        self.capture = config.pluginmanager.getplugin("capturemanager") if config is not None else None
+
+    def write(self, text: str) -> None:
+        if self.capture is None:
+            sys.__stderr__.write(text)
+            return
+        with self.capture.global_and_fixture_disabled():
+            sys.__stderr__.write(text)
+            sys.__stderr__.flush()
+
+    def flush(self) -> None:
+        sys.__stderr__.flush()
+
+
+def experiment(config=None) -> dict:
     """The experiment's results, run once per session (``POSENC_EXPERIMENT=quick``: the CI-sized run;
-    ``POSENC_EXPERIMENT=FILE.json``: a kept run's ``results.json``, judged without training)."""
+    ``POSENC_EXPERIMENT=FILE.json``: a kept run's ``results.json``, judged without training). A run
+    that did not finish (a timeout, an interrupt, an error) is not started again by the next spec:
+    every later experiment cell is blocked, naming why."""
+    if _FAILED:
+        raise Blocked(f"blocked: the length experiment did not finish in this run ({_FAILED[0]})")
     if not _RESULTS:
         value = os.environ.get("POSENC_EXPERIMENT", "")
         if value.endswith(".json"):
@@ -54,20 +79,24 @@ def experiment() -> dict:
             raise ValueError(f"POSENC_EXPERIMENT={value!r}: the values are 'quick' (the CI-sized run) and a kept "
                              "run's results.json")
         quick = value == "quick"
-        config = ExperimentConfig.quick() if quick else ExperimentConfig()
+        settings = ExperimentConfig.quick() if quick else ExperimentConfig()
         out = OUT.with_name("extrapolation-quick") if quick else OUT  # a smoke run never replaces the real one
-        _RESULTS.update(run_experiment(config, out_dir=out, progress=sys.__stderr__))  # shown through capture
+        try:
+            _RESULTS.update(run_experiment(settings, out_dir=out, progress=_LiveProgress(config)))
+        except BaseException as error:
+            _FAILED.append(f"{type(error).__name__}: {s.shorten(str(error))}")
+            raise
     return _RESULTS
 
 
-def judge(claim: str) -> None:
-    verdict = verdicts(experiment())[claim]
+def judge(claim: str, config=None) -> None:
+    verdict = verdicts(experiment(config))[claim]
     details = dict(rule=verdict.rule, evidence=s.shorten(str(verdict.evidence)), report=str(OUT / "results.md"))
     if os.environ.get("POSENC_EXPERIMENT") == "quick":  # a smoke run of the code path decides nothing
         s.undecided(f"the quick run (one seed, a few steps) only exercises the code; it would read {verdict.outcome}",
                     **details)
     if verdict.outcome == State.REFUTED:
-        s.violated(f"refuted by the length experiment ({len(experiment()['config']['seeds'])} seeds)", **details)
+        s.violated(f"refuted by the length experiment ({len(_RESULTS['config']['seeds'])} seeds)", **details)
     if verdict.outcome != State.HOLDS:
         s.undecided(f"{verdict.outcome} by the length experiment", **details)
 
@@ -79,33 +108,33 @@ def _cell(claim):
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.claim("ROPE-10b", kinds=("attention",), requires=_cell("ROPE-10b"))
-def test_rope_keeps_its_loss_past_the_training_length(record):
-    judge("ROPE-10b")
+def test_rope_keeps_its_loss_past_the_training_length(record, pytestconfig):
+    judge("ROPE-10b", pytestconfig)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.claim("ROPE-14", kinds=("rotary",), requires=_cell("ROPE-14"))
-def test_linear_scaling_beats_plain_rope_past_the_training_length(record):
-    judge("ROPE-14")
+def test_linear_scaling_beats_plain_rope_past_the_training_length(record, pytestconfig):
+    judge("ROPE-14", pytestconfig)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.claim("EXT-1", kinds=("attention",), requires=_cell("EXT-1"))
-def test_rope_extrapolates_better_than_sinusoidal_better_than_learnable(record):
-    judge("EXT-1")
+def test_rope_extrapolates_better_than_sinusoidal_better_than_learnable(record, pytestconfig):
+    judge("EXT-1", pytestconfig)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.claim("EXT-2", kinds=("additive",), requires=_cell("EXT-2"))
-def test_learnable_cannot_run_past_the_training_length(record):
-    judge("EXT-2")
+def test_learnable_cannot_run_past_the_training_length(record, pytestconfig):
+    judge("EXT-2", pytestconfig)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.claim("EXT-3", kinds=("additive",), requires=_cell("EXT-3"))
-def test_sinusoidal_handles_slightly_longer_sequences(record):
-    judge("EXT-3")
+def test_sinusoidal_handles_slightly_longer_sequences(record, pytestconfig):
+    judge("EXT-3", pytestconfig)

@@ -15,8 +15,10 @@ import io
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -363,7 +365,7 @@ def test_the_kept_run_is_judged_by_the_slow_specs_without_training(tmp_path):
     assert cells[("EXT-3", "sinusoidal")][0] == State.REFUTED  # worse than NoPE just past L
     assert cells[("ROPE-14", "rope_linear_scaled")][0] == State.REFUTED  # worse than plain RoPE at 2L
     assert cells[("EXT-1", "attention_rope_causal")][0] == State.UNDECIDED
-    assert "not decidable" in cells[("EXT-1", "attention_rope_causal")][1]  # learnable is not ranked
+    assert State.NOT_DECIDABLE in cells[("EXT-1", "attention_rope_causal")][1]  # learnable is not ranked
     assert cells[("EXT-2", "learnable")][0] == State.HOLDS and cells[("ROPE-10b", "attention_rope_causal")][0] == \
         State.REFUTED
     assert "no surprise" in done.stdout
@@ -376,3 +378,94 @@ def test_a_results_file_that_does_not_exist_is_refused(tmp_path):
                            "-k", "sinusoidal", "--matrix-dir", str(tmp_path)], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     assert "no such results file" in done.stdout + done.stderr, done.stdout[-2000:]
+
+
+# ---------------------------------------------------------------- the slow run stops when told to
+
+MARK = "EXPERIMENT_STOP_PROBE"  # inherited by the run's worker processes, so they can be found after it
+
+
+def _marked(value: str) -> list[int]:
+    """Live processes whose environment carries ``MARK=value`` (Linux: /proc)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"{MARK}={value}".encode() in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _slow_run(tmp_path, *options) -> subprocess.Popen:
+    """``pytest specs -m slow`` at the experiment's full size (minutes of training per job: a run
+    that waited for its jobs instead of stopping them could not end in the tests' bounded waits)."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}, MARK: tmp_path.name}
+    command = [sys.executable, "-m", "pytest", "specs", "-m", "slow", "-q", "-p", "no:cacheprovider",
+               "--matrix-dir", str(tmp_path / "reports"), *options]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _ended(run: subprocess.Popen, within: float) -> str:
+    """The run's output once it ends; a run still going after ``within`` seconds is killed and fails
+    the test (a liveness bound: stopping takes seconds, the jobs it must not wait for take minutes)."""
+    try:
+        return run.communicate(timeout=within)[0]
+    except subprocess.TimeoutExpired:
+        run.kill()
+        pytest.fail(f"the run did not stop within {within:g} s: it waited for its training jobs")
+
+
+def _kill_marked(tmp_path) -> None:
+    """Whatever a failed test left running (a regression's orphaned workers) is ended, not left training."""
+    for pid in _marked(tmp_path.name):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _no_worker_left(tmp_path) -> list[int]:
+    for _ in range(50):  # the processes end within a few seconds of the run
+        left = _marked(tmp_path.name)
+        if not left:
+            return []
+        time.sleep(0.2)
+    return left
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+@pytest.mark.skipif(experiment.default_workers() < 2, reason="one CPU: the run trains in this process, no workers")
+def test_a_timeout_stops_the_training_workers_and_blocks_the_other_cells(tmp_path):
+    try:
+        out = _ended(_slow_run(tmp_path, "--timeout", "8"), within=300)
+        assert _no_worker_left(tmp_path) == [], "training processes outlived the run"
+    finally:
+        _kill_marked(tmp_path)
+    outcomes = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["outcomes"]
+    states = sorted(o["state"] for o in outcomes)
+    assert states.count(State.TIMED_OUT) == 1 and states.count(State.BLOCKED) == len(states) - 1, (states, out[-2000:])
+    blocked = [o["message"] for o in outcomes if o["state"] == State.BLOCKED]
+    assert all("did not finish in this run" in m or " timed out in " in m for m in blocked), blocked  # never again
+    assert any("did not finish in this run" in m for m in blocked), blocked
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+@pytest.mark.skipif(experiment.default_workers() < 2, reason="one CPU: the run trains in this process, no workers")
+def test_an_interrupt_leaves_no_training_process_behind(tmp_path):
+    run = _slow_run(tmp_path)
+    try:
+        for _ in range(600):  # until a worker process runs
+            if len(_marked(tmp_path.name)) > 1:
+                break
+            time.sleep(0.1)
+        assert len(_marked(tmp_path.name)) > 1, "the run never started its workers"
+        time.sleep(2)  # training under way
+        run.send_signal(signal.SIGINT)
+        out = _ended(run, within=120)
+        assert _no_worker_left(tmp_path) == [], "training processes outlived the interrupted run"
+    finally:
+        if run.poll() is None:
+            run.kill()
+        _kill_marked(tmp_path)
+    assert "extrapolation: 6 encodings" in out, out[-2000:]  # progress reaches the terminal past pytest's capture

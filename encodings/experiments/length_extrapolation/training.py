@@ -161,7 +161,8 @@ def _run_all(config: ExperimentConfig, chain: MarkovChain, eval_sets, progress) 
         return runs
     context = multiprocessing.get_context("spawn")  # no fork of a process whose torch threads already run
     queue = context.Queue()
-    with ProcessPoolExecutor(config.workers, mp_context=context, initializer=_init_worker, initargs=(queue,)) as pool:
+    pool = ProcessPoolExecutor(config.workers, mp_context=context, initializer=_init_worker, initargs=(queue,))
+    try:
         futures = {pool.submit(_worker_job, e, s, config, chain, eval_sets): (e, s) for e, s in jobs}
         pending = set(futures)
         while pending:
@@ -170,8 +171,26 @@ def _run_all(config: ExperimentConfig, chain: MarkovChain, eval_sets, progress) 
             for future in done:
                 e, s = futures[future]
                 runs[e][str(s)] = future.result()
+    except BaseException:  # a timeout, an interrupt, a failed job: no worker trains on after it
+        stop_workers(pool)
+        raise
+    pool.shutdown()
     _drain(queue, progress)
     return runs
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued jobs and end the running ones' processes now (``shutdown`` alone would wait
+    for every running job to finish training)."""
+    processes = list(getattr(pool, "_processes", {}).values())  # the executor names no public handle
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
 
 
 def _drain(queue, progress) -> None:
