@@ -37,6 +37,9 @@ _NON_FLOAT, _RANK = "test_rejects_non_float_input", "test_rejects_wrong_rank"
 _POSITIONS = ("test_rejects_positions_of_wrong_shape", "test_rejects_negative_positions")
 _PERF1_CPU = ("decided on CPU (-m perf; a CUDA run shows its own): the published RoPE on q and k is not "
               "slower than building the sinusoidal table per call by the 10% margin")
+_TROUBLESHOOTING = ("004 §8.1 is troubleshooting: it names a dimension error at run time as the symptom of "
+                    "d_model % heads ≠ 0, and this code raises just that (a RuntimeError from view()); it describes "
+                    "the code, so it is no claim the code can break")
 _CACHE_END = "the published sin/cos cache has 2048 rows: past them the published `view` raises"
 _HEADS_AXIS = "the published attention multiplies (batch, seq, heads, d) tensors: it attends across heads at each position"
 
@@ -105,7 +108,7 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
             "contract": _no_validation(_RANK, *_POSITIONS),
             "ATT-1": refuted(_HEADS_AXIS),
             "ATT-2": refuted(_HEADS_AXIS + ": its softmax rows run over heads, so they are not the sequence's weights"),
-            "ATT-5": refuted("d_model % heads ≠ 0 fails in view() with a shape error that names no rule"),
+            "ATT-5": not_applicable(_TROUBLESHOOTING),
             "ATT-4": refuted("RoPE has no effect in this code: q and k of one token, rotated by the same angle, "
                              "are multiplied across heads, so the rotation cancels; its shift invariance says "
                              "nothing about positions"),
@@ -176,7 +179,7 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         description="one head: bias-free W_Q, W_K, W_V; RoPE on Q, K; softmax(QKᵀ/√d_k) V",
         claims={
             "contract": _no_validation(*_POSITIONS),
-            "ATT-5": refuted("d_model // num_heads is used silently: d_model % heads ≠ 0 gives a wrong split, no error"),
+            "ATT-5": not_applicable(_TROUBLESHOOTING),
         },
     ),
     _apply_rope_004(

@@ -22,7 +22,9 @@ FIXES = (
      "RuntimeError: the size of tensor a (head_dim/2) must match the size of tensor b (d_model/2)"),
     ("004 §7", "MultiHeadRoPE", "sin/cos get a heads axis (`[:, :, None, :]`)",
      "RuntimeError: the size of tensor a (num_heads) must match the size of tensor b (seq_len): "
-     "(1, seq, d/2) broadcasts seq against the heads axis"),
+     "(1, seq, d/2) broadcasts seq against the heads axis; where seq_len = num_heads (004 §7's own "
+     "example: seq 4, 4 heads) nothing is raised and the output comes back wrongly shaped "
+     "((1, 4, 4, 2) in, (1, 4, 4, 8) out)"),
 )
 
 
