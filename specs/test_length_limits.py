@@ -257,8 +257,8 @@ def test_relative_offset_and_norm_hold_far_past_any_table(record, dtype, device,
 def test_half_precision_keeps_relative_offset(record, dtype, device, seed):
     """Holds when angles are formed in fp32: fp16 and bf16 cannot even represent p·θ past 2048 and 256.
     Precision is blamed for the part of the error that depends on the dtype only: where the half
-    dtype exceeds its bound, the same check in the record's most precise dtype, on the same draws,
-    gives the error the encoder has anyway (a table that wraps, a clamp, a length-dependent scale
+    dtype exceeds its bound, the same check in float32 (float64 for a record without float32), on
+    the same draws, gives the error the encoder has anyway (a table that wraps, a clamp, a length-dependent scale
     are ROPE-10a's)."""
     far_positions = _far_positions(record, within_table=True)
     reference = next((d for d in (torch.float32, torch.float64) if d in record.limits.dtypes), None)

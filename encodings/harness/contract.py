@@ -67,10 +67,15 @@ def contract_problem(record: EncoderRecord, dtype: torch.dtype | None, device: s
     return _PROBES[key]
 
 
+def _fresh_subject_and_input(record: EncoderRecord, dtype: torch.dtype, device: str):
+    """A fresh module at the specs' configuration and one input for it (batch 2, 5 positions)."""
+    module = build_subject(record, **{**SPEC_CONFIG.__dict__, "dtype": dtype, "device": device})
+    return module, randn(record.input_shape(2, 5, SPEC_CONFIG), seed=0, dtype=dtype, device=device)
+
+
 def _probe(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | None:
     try:
-        module = build_subject(record, **{**SPEC_CONFIG.__dict__, "dtype": dtype, "device": device})
-        x = randn(record.input_shape(2, 5, SPEC_CONFIG), seed=0, dtype=dtype, device=device)
+        module, x = _fresh_subject_and_input(record, dtype, device)
         with torch.no_grad():
             y = module(x)
     except Exception:  # noqa: BLE001 - a crash is the specs' to report, cell by cell
@@ -95,8 +100,7 @@ def history_problem(record: EncoderRecord, device: str) -> str | None:
 
 def _history(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | None:
     try:
-        module = build_subject(record, **{**SPEC_CONFIG.__dict__, "dtype": dtype, "device": device})
-        x = randn(record.input_shape(2, 5, SPEC_CONFIG), seed=0, dtype=dtype, device=device)
+        module, x = _fresh_subject_and_input(record, dtype, device)
         with torch.no_grad():
             answers = [module(x).to(torch.float64) for _ in range(HISTORY_CALLS)]
     except Exception:  # noqa: BLE001 - a crash is the specs' to report
