@@ -210,7 +210,8 @@ def test_memory_matches_the_documents_table(record, device, perf_session):
     measured = {n: m["total"] / 1e6 for n, m in memory.items()}
     claimed = {n: DOCUMENT_TABLE[n][1] for n in DOCUMENT_TABLE}
     shown = ", ".join(f"{n} {measured[n]:.2f} MB (static {memory[n]['static'] / 1e6:.2f} + peak "
-                      f"{memory[n]['peak'] / 1e6:.2f}; doc {claimed[n]} MB)" for n in DOCUMENT_TABLE)
+                      f"{memory[n]['peak'] / 1e6:.2f}; doc {claimed[n]} MB, {measured[n] / claimed[n]:.2f}×)"
+                      for n in DOCUMENT_TABLE)
     note = f"PERF-2 on {device}: {shown}"
     perf_session.note(note)
     name = record.name

@@ -68,6 +68,18 @@ def test_the_published_multihead_step_runs_only_where_seq_len_equals_num_heads()
         doc004.MultiHeadRoPE(64, 4, fixed=False)(torch.randn(1, 5, 4, 16))
 
 
+def test_004_apply_rope_turns_float16_into_float32_as_its_contract_cell_says():
+    """§3.2's sin/cos are float32, so type promotion casts a float16 input up (no half dtype is declared)."""
+    from posenc.harness.registry import get
+    x = torch.randn(1, 5, 4, 16).half()
+    assert doc004.MultiHeadRoPE(64, 4)(x).dtype == torch.float32
+    assert doc004.RoPE004()(x).dtype == torch.float32
+    for name in ("published_rope_004", "published_multihead_004"):
+        record = get(name)
+        assert torch.float16 not in record.limits.dtypes
+        assert "float16 input comes back float32" in record.declared("contract").reason
+
+
 def test_fixed_published_code_runs():
     assert doc000.DynamicPositionEncoding(8, 64)(BSHD).shape == BSHD.shape
     assert doc000.HybridPositionEncoding(D, 64)(BSD).shape == BSD.shape

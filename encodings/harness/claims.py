@@ -25,7 +25,7 @@ CLAIMS: dict[str, str] = {
     "ROPE-6": "V is not rotated",
     "ROPE-7": "every head rotated with the same head_dim angles",
     "ROPE-8": "complex multiplication = real rotation",
-    "ROPE-9": "sin/cos caching changes no result, also past the cache",
+    "ROPE-9": "sin/cos caching changes no result, also where a cache grows",
     "ROPE-10a": "ROPE-3/ROPE-4 hold at positions 10^4 … 10^6",
     "ROPE-10b": "trained at L, loss kept at 2L, 4L, 8L",
     "ROPE-11": "suits fp16 / mixed precision",

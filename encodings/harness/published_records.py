@@ -11,8 +11,10 @@ import torch
 
 from ..encoders.published import doc000, doc004
 from .declarations import rotary_claims
+from .perf_rules import PERF2_FACTOR
 from .record_builders import additive_record, attention_record, placed, rotary_record
-from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted, tolerances_for_angles
+from .records import (HOLDS, EncoderRecord, RotaryGeometry, holds_only, not_applicable, refuted,
+                      tolerances_for_angles)
 
 FP32_ANGLES = tolerances_for_angles(torch.float32)  # every snippet forms its angles in float32
 INTERLEAVED_FP32 = RotaryGeometry(layout="interleaved", angle_dtype=torch.float32)
@@ -44,9 +46,12 @@ _CACHE_END = "the published sin/cos cache has 2048 rows: past them the published
 _HEADS_AXIS = "the published attention multiplies (batch, seq, heads, d) tensors: it attends across heads at each position"
 
 #: 004 §3.2's apply_rope, alone (§3.3) or in §7: a correct rotation written as [even, odd], no input checks.
+#: Its sin/cos are float32, so float16 input comes back float32 (tests/test_published.py): the records
+#: declare float32 and float64, and the half dtypes are ROPE-11's alone.
 _APPLY_ROPE_004 = {
     "PATH-1": _NO_OFFSET_PATH,
-    "contract": _no_validation(_NON_FLOAT, _RANK),
+    "contract": refuted(_UNCHECKED + "; float16 input comes back float32 (its sin/cos are float32; half "
+                        "dtypes are not declared, so only ROPE-11 runs them)", specs=(_NON_FLOAT, _RANK)),
     "ROPE-13": refuted("the output is a fixed permutation of the formula's, not equal to it",
                        specs=("test_output_equals_formula_elementwise",)),
 }
@@ -55,11 +60,11 @@ _APPLY_ROPE_004 = {
 ON_004_ROPE = dict(fixed_base=True, geometry=CONCATENATED_FP32, dtypes=EXACT)
 
 
-def _apply_rope_004(name: str, build, *, corrects: str, source: str, description: str) -> EncoderRecord:
+def _apply_rope_004(name: str, build, *, corrects: str, source: str, description: str, claims=None) -> EncoderRecord:
     """004 §3.2's apply_rope on (batch, seq, heads, head_dim), positions 0 … seq − 1."""
     return rotary_record(name, CONCATENATED_FP32, build=build, positions="none", designs=("rope", "rope_004_real"),
                          fixed_base=True, dtypes=EXACT, corrects=corrects, source=source, description=description,
-                         claims=_APPLY_ROPE_004)
+                         claims={**_APPLY_ROPE_004, **(claims or {})})
 
 
 PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
@@ -67,8 +72,13 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         "published_learnable", "learnable", lambda c: placed(doc000.LearnablePositionalEmbedding(c.max_len, c.d_model), c),
         positions="none", table_limited=True, corrects="learnable", source="000 §2.1 (as published)",
         description="nn.Embedding(max_seq_len, d) added at arange(seq)",
-        holds=("ABS-1", "ABS-2", "ABS-5", "ABS-6", "PERF-1", "PERF-2"),
-        claims={"contract": _no_validation(_NON_FLOAT, _RANK)},
+        holds=("ABS-1", "ABS-2", "ABS-5", "ABS-6"),
+        claims={
+            "contract": _no_validation(_NON_FLOAT, _RANK),
+            "PERF-1": holds_only("decided on CPU (-m perf; a CUDA run shows its own): the fastest of the three"),
+            "PERF-2": holds_only(f"by rank, and within PERF-2's factor-{PERF2_FACTOR:g} window of 3.8 MB; each run's "
+                                 "note gives the measured MB and its ratio to the claim"),
+        },
     ),
     additive_record(
         "published_sinusoidal", "sinusoidal", lambda c: placed(doc000.SinusoidalAdded(), c),
@@ -92,7 +102,6 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         claims={
             "PATH-1": _NO_OFFSET_PATH,
             "contract": _no_validation(_RANK),
-            "ROPE-9": refuted(_CACHE_END),
             "ROPE-10a": refuted(_CACHE_END),
             "ROPE-11": refuted("view_as_complex has no bfloat16 kernel: every bfloat16 call raises",
                                dtypes=(torch.bfloat16,)),
@@ -186,5 +195,9 @@ PUBLISHED_RECORDS: tuple[EncoderRecord, ...] = (
         "published_multihead_004", lambda c: placed(doc004.MultiHeadRoPE(c.d_model, c.n_heads), c),
         corrects="rope_multihead", source="004 §7 (as published, two fixes to run)",
         description="apply_rope on (batch, seq, heads, head_dim), angles from head_dim",
+        claims={"ROPE-7": holds_only("only with §7's two fixes, which are this claim: as printed, the angles are "
+                                     "formed for d_k = d_model and sin/cos (1, seq, d/2) line seq up with the heads "
+                                     "axis, so the call raises on every shape but seq_len = num_heads, where it "
+                                     "returns a wrongly shaped tensor (the fixes table)")},
     ),
 )

@@ -74,6 +74,11 @@ def refuted(reason: str, *, specs: tuple[str, ...] | list[str] = (), dtypes=(), 
     return Declared(State.REFUTED, reason, tuple(specs), tuple(dtypes), garbage)
 
 
+def holds_only(reason: str) -> Declared:
+    """Holds, with what the verdict rests on (a fix, a window, the machine), printed beside it."""
+    return Declared(State.HOLDS, reason)
+
+
 def not_applicable(reason: str) -> Declared:
     return Declared(State.NA, reason)
 

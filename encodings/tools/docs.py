@@ -52,7 +52,7 @@ def specs_by_claim_markdown() -> str:
 def _cell(record, claim) -> str:
     declared = record.declared(claim)
     if declared.status == State.HOLDS:
-        return State.HOLDS
+        return f"{State.HOLDS}: {declared.reason}" if declared.reason else State.HOLDS
     if declared.status == State.NA:
         return f"n/a ({declared.reason})"
     where = f" in {', '.join(str(d).removeprefix('torch.') for d in declared.dtypes)}" if declared.dtypes else ""
