@@ -63,6 +63,7 @@ class _LiveProgress:
 
 def experiment(config=None) -> dict:
     """The experiment's results, run once per session (``POSENC_EXPERIMENT=quick``: the CI-sized run;
+    ``small``: half the training and evaluation, chosen because it gives the default run's verdicts;
     ``POSENC_EXPERIMENT=FILE.json``: a kept run's ``results.json``, judged without training). A run
     that did not finish (a timeout, an interrupt, an error) is not started again by the next spec:
     every later experiment cell is blocked, naming why."""
@@ -75,12 +76,12 @@ def experiment(config=None) -> dict:
                 raise ValueError(f"POSENC_EXPERIMENT={value!r}: no such results file")
             _RESULTS.update(json.loads(Path(value).read_text()))
             return _RESULTS
-        if value not in ("", "quick"):
-            raise ValueError(f"POSENC_EXPERIMENT={value!r}: the values are 'quick' (the CI-sized run) and a kept "
-                             "run's results.json")
-        quick = value == "quick"
-        settings = ExperimentConfig.quick() if quick else ExperimentConfig()
-        out = OUT.with_name("extrapolation-quick") if quick else OUT  # a smoke run never replaces the real one
+        sizes = {"": ExperimentConfig, "quick": ExperimentConfig.quick, "small": ExperimentConfig.small}
+        if value not in sizes:
+            raise ValueError(f"POSENC_EXPERIMENT={value!r}: the values are 'quick' (the CI-sized run), 'small' (half "
+                             "the training, the same verdicts) and a kept run's results.json")
+        settings = sizes[value]()
+        out = OUT.with_name(f"extrapolation-{value}") if value else OUT  # a sized run never replaces the real one
         try:
             _RESULTS.update(run_experiment(settings, out_dir=out, progress=_LiveProgress(config)))
         except BaseException as error:

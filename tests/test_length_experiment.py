@@ -371,6 +371,25 @@ def test_the_kept_run_is_judged_by_the_slow_specs_without_training(tmp_path):
     assert "no surprise" in done.stdout
 
 
+KEPT = ROOT / "docs" / "measurements"
+
+
+def test_the_small_size_was_chosen_because_it_gives_the_default_runs_verdicts():
+    """``POSENC_EXPERIMENT=small`` / ``--small``: the kept small run is ``ExperimentConfig.small()``
+    (workers aside) and every verdict it reaches is the kept default run's."""
+    small, default = (json.loads((KEPT / name).read_text())
+                      for name in ("length-experiment-small.json", "length-experiment.json"))
+    config = {k: v for k, v in small["config"].items() if k != "workers"}
+    expected = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(ExperimentConfig.small()).items()
+                if k != "workers"}
+    assert config == expected, "ExperimentConfig.small() changed: run it again and keep its results.json"
+    assert {c: v.outcome for c, v in verdicts(small).items()} == {c: v.outcome for c, v in verdicts(default).items()}
+    assert ExperimentConfig.small().steps < ExperimentConfig().steps
+    assert parse_config(["--small"])[0] == ExperimentConfig.small()
+    with pytest.raises(SystemExit):
+        parse_config(["--small", "--quick"])
+
+
 def test_a_results_file_that_does_not_exist_is_refused(tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("POSENC_")},
            "POSENC_EXPERIMENT": str(tmp_path / "missing.json")}

@@ -30,7 +30,8 @@ VARIABLES = {
     "POSENC_HYPOTHESIS_PROFILE": "--hypothesis-profile",
     "POSENC_FUSED_STRICT": "compile failures of rope_compiled raise (1, true, yes, on) or fall back (0, false, no, off)",
     "POSENC_EXPERIMENT": "quick: -m slow runs the length experiment at its CI size (one seed, L = 16, a few "
-                         "steps); FILE.json: judges a kept run's results.json without training",
+                         "steps: decides nothing); small: half the steps and evaluation, the same verdicts; "
+                         "FILE.json: judges a kept run's results.json without training",
 }
 
 

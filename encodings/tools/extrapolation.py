@@ -22,14 +22,18 @@ def parse_config(argv: list[str] | None = None) -> tuple[ExperimentConfig, str]:
     parser.add_argument("--out", default="profiles/extrapolation", help="output folder (default %(default)s)")
     parser.add_argument("--workers", type=int, help="worker processes (default: the CPUs available)")
     parser.add_argument("--encodings", nargs="+", choices=ENCODINGS, help="encodings to train (default: all)")
-    parser.add_argument("--quick", action="store_true", help="CI-sized run: L = 16, lengths to 4L, one seed")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="CI-sized run: L = 16, lengths to 4L, one seed")
+    size.add_argument("--small", action="store_true",
+                      help="half the steps and evaluation sequences, same L, lengths and seeds (same verdicts)")
     args = parser.parse_args(argv)
     overrides = {name: value for name, value in (
         ("seeds", tuple(range(args.seeds)) if args.seeds is not None else None), ("steps", args.steps),
         ("workers", args.workers), ("encodings", tuple(args.encodings) if args.encodings else None),
     ) if value is not None}
     try:
-        config = ExperimentConfig.quick(**overrides) if args.quick else ExperimentConfig(**overrides)
+        size = ExperimentConfig.quick if args.quick else ExperimentConfig.small if args.small else ExperimentConfig
+        config = size(**overrides)
     except ValueError as error:
         parser.error(str(error))
     return config, args.out

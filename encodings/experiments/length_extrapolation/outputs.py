@@ -85,7 +85,9 @@ def markdown_report(results: dict) -> str:
          "Cells: mean [min, max] over seeds."),
         "",
         (f"Wall time {results['wall_seconds']:.0f} s on {results['machine']['cpu']} "
-         f"({results['machine']['workers']} workers, torch {results['machine']['torch']})."),
+         f"({results['machine']['workers']} workers, torch {results['machine']['torch']}"
+         + (f"; load average {', '.join(map(str, results['machine']['load_average']))} at the end"
+            if results['machine'].get('load_average') else "") + ")."),
         "", "## Loss (nats/token)", "", *_table(results, plain, lengths, "loss"),
         "", "## R(k) = loss(kL) / loss(L)", "", *_table(results, [(e, c[1:]) for e, c in plain], longer, "ratio"),
         "", "## Next-token accuracy", "", *_table(results, plain, lengths, "accuracy"),

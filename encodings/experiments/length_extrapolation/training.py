@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import platform
 import sys
 import time
@@ -201,6 +202,11 @@ def _drain(queue, progress) -> None:
             return
 
 
+def _load_average() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages at the end of the run: how busy it was."""
+    return [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
 def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, progress=sys.stderr) -> dict:
     """Train, evaluate and judge; returns the JSON-ready results (and writes them to ``out_dir`` if given)."""
     start = time.perf_counter()
@@ -217,7 +223,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, 
     results["verdicts"] = {claim: v.as_dict() for claim, v in verdicts(results).items()}
     results["wall_seconds"] = time.perf_counter() - start
     results["machine"] = {**machine_info(), "platform": platform.platform(), "python": platform.python_version(),
-                          "workers": config.workers}
+                          "workers": config.workers, "load_average": _load_average()}
     if out_dir is not None:
         write_outputs(results, out_dir)
     return results
