@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -56,6 +57,12 @@ def plugin(tmp_path: Path, name: str, fault: str) -> Path:
     return path
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT raises KeyboardInterrupt, even where this run was started with SIGINT
+    ignored (a shell's background job), which Python would otherwise pass on to its children."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_specs(*args, matrix_dir: Path | None, env: dict | None = None, timeout: float = 600,
               background: bool = False):
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--tb=line", *map(str, args)]
@@ -65,8 +72,9 @@ def run_specs(*args, matrix_dir: Path | None, env: dict | None = None, timeout: 
     environment.update({"POSENC_HYPOTHESIS_PROFILE": "explicit", **(env or {})})
     if background:
         return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
-    return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout)
+                                text=True, preexec_fn=_interruptible)
+    return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=_interruptible)
 
 
 def report(path: Path) -> dict:

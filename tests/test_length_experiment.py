@@ -422,7 +422,14 @@ def _slow_run(tmp_path, *options) -> subprocess.Popen:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}, MARK: tmp_path.name}
     command = [sys.executable, "-m", "pytest", "specs", "-m", "slow", "-q", "-p", "no:cacheprovider",
                "--matrix-dir", str(tmp_path / "reports"), *options]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_interruptible)
+
+
+def _interruptible() -> None:
+    """In the child: SIGINT raises KeyboardInterrupt, even where these tests were started with SIGINT
+    ignored (a shell's background job), which Python would otherwise pass on to its children."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _ended(run: subprocess.Popen, within: float) -> str:
