@@ -146,16 +146,17 @@ def measured_frequencies(record, module, head_dim: int) -> torch.Tensor:
     is no rotation of pairs at all."""
     rate = rotation_matrix(record, module, 2, head_dim) @ rotation_matrix(record, module, 1, head_dim).T
     tol = 1e-9 * float(rate.abs().max())
+    entries = rate.tolist()  # Python floats: the loops below read each entry once
     partners = {}
     for j in range(head_dim):
-        mixed = [i for i in range(head_dim) if i != j and abs(float(rate[i, j])) > tol]
+        mixed = [i for i in range(head_dim) if i != j and abs(entries[i][j]) > tol]
         if len(mixed) > 1:
             s.violated(f"coordinate {j} is mixed with {len(mixed)} others in one step of position: the map is no "
                        "rotation of pairs, so its pairs have no frequencies", coordinate=j, mixed_with=mixed[:6])
         if mixed:
             partners[j] = mixed[0]
     pairs = sorted((a, b) for a, b in partners.items() if a < b and partners.get(b) == a)
-    return torch.tensor([abs(math.atan2(float(rate[b, a]), float(rate[a, a]))) for a, b in pairs],
+    return torch.tensor([abs(math.atan2(entries[b][a], entries[a][a])) for a, b in pairs],
                         dtype=torch.float64)
 
 

@@ -27,6 +27,9 @@ from posenc.harness.states import State
 
 pytestmark = pytest.mark.xdist_group("plugin_acceptance")  # its module fixture runs once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The spec run in two processes where there are two CPUs: -n gives the serial run's matrix (tests/test_parallel.py).
+_WORKERS = ["-n", "2"] if (os.cpu_count() or 1) >= 2 else []
 PLUGINS = ROOT / "tests" / "plugins"
 
 
@@ -35,7 +38,8 @@ def verdicts(tmp_path_factory):
     user_dir = tmp_path_factory.mktemp("user")
     files = [shutil.copy(PLUGINS / name, user_dir / name) for name in ("table64_rope.py", "bf16_angle_rope.py")]
     matrix_dir = user_dir / "reports"
-    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--matrix-dir", str(matrix_dir)]
+    command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--matrix-dir", str(matrix_dir),
+               *_WORKERS]
     for path in files:
         command += ["--plugin", str(path)]
     env = {**os.environ, "POSENC_HYPOTHESIS_PROFILE": "explicit"}
