@@ -7,11 +7,22 @@ for a hanging encoder, a subprocess limit) would turn a slow run red. So they ca
 user's ``--timeout`` applies to each, and stops its subprocess with it.
 """
 
+import os
+
 import pytest
 
 from posenc.harness.running import first_line
 
 MUTATION_REPORT = pytest.StashKey[dict]()
+_WORKER_REPORT = "posenc_mutation_report"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocesses_are_not_xdist_workers():
+    """Under ``-n``, the spec runs these tests start are runs of their own: pytest-xdist's worker
+    variables, inherited, would make pytest-benchmark switch itself off in them."""
+    for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+        del os.environ[name]
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +37,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tests" in item.path.parts:  # the ini timeout is the specs' (an encoder that hangs)
             item.add_marker(pytest.mark.timeout(0))
+
+
+def pytest_sessionfinish(session):
+    """Under ``-n``: a worker hands its mutation report to the controller, which prints it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and session.config.stash.get(MUTATION_REPORT, None):
+        workeroutput[_WORKER_REPORT] = session.config.stash[MUTATION_REPORT]
+
+
+def pytest_testnodedown(node, error):
+    report = getattr(node, "workeroutput", {}).get(_WORKER_REPORT)
+    if report:
+        node.config.stash[MUTATION_REPORT] = report
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -29,6 +29,7 @@ ADDED = "tests/plugins/production_ropes.py"
 
 def _run(extra: list[str], out: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: pytest's rewritten modules cached between runs
     junit = out / "junit.xml"
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--matrix-dir", str(out),
                "--junitxml", str(junit), "--matrix", "none", *extra]
