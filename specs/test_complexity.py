@@ -54,9 +54,20 @@ def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG, batch=1
     if key in _CURVES:
         return _CURVES[key]
     works = {n: profiling.make_workload(record, batch=batch, seq=n, device=device, warmup=1, **config) for n in lengths}
-    medians = profiling.interleaved_medians({n: w.call for n, w in works.items()}, min_time=1.0, min_rounds=5)
-    _CURVES[key] = [medians[n] for n in lengths]
+    samples = profiling.interleaved_samples({n: w.call for n, w in works.items()}, min_time=1.0, min_rounds=5)
+    _SAMPLES[key] = samples
+    _CURVES[key] = [profiling.median(samples[n]) for n in lengths]
     return _CURVES[key]
+
+
+_SAMPLES: dict[tuple, dict[int, list[float]]] = {}
+
+
+def growth_spread(record, device, lengths, config, batch) -> float:
+    """IQR / median of the per-round ratios ``t(longest) / t(4× shorter)`` of a timed curve: how
+    much the growth the slope is fitted to moves from round to round (``perf_rules.BUSY_SPREAD``)."""
+    samples = _SAMPLES[("time", record.name, device, tuple(lengths), tuple(config.items()), batch)]
+    return profiling.paired_spread(samples[lengths[-1]], samples[lengths[-LIN1_FIT]])
 
 
 @pytest.mark.claim("LIN-1", kinds=("attention",))
@@ -76,6 +87,7 @@ LIN1_FIT = 3  # slopes are fitted over the 3 longest lengths (4× apart)
 #: Below this the softmax control's own slope is too close to O(n) for the lengths to tell.
 LIN1_CONTROL_FLOOR = 1.6
 LIN1_CONTROL = "attention_rope"
+LIN1_MIN_GROWTH = 0.5  # below this the timed calls did not grow with n: something else was timed
 
 
 def lin1_lengths(record) -> tuple[tuple[int, ...], int]:
@@ -115,8 +127,17 @@ def test_linear_attention_time_is_linear_in_length(record, device, perf_session)
     time_slope, memory_slope = slopes[record.name]
     control = slopes[LIN1_CONTROL][0]
     bar = lin1_bar(control)
-    details = dict(lengths=lengths, batch=batch, bar=round(bar, 3),
+    spreads = {name: growth_spread(get(name), device, lengths, LIN1_CONFIG, batch) for name in (record.name, LIN1_CONTROL)}
+    perf_session.note(f"LIN-1 growth spread (IQR / median of per-round t({lengths[-1]}) / t({lengths[-LIN1_FIT]})): "
+                      + ", ".join(f"{n} {v:.0%}" for n, v in spreads.items()))
+    details = dict(lengths=lengths, batch=batch, bar=round(bar, 3), spreads={n: round(v, 3) for n, v in spreads.items()},
                    slopes={n: [round(v, 3) for v in sl] for n, sl in slopes.items()})
+    if max(spreads.values()) > BUSY_SPREAD["LIN-1"] or time_slope < LIN1_MIN_GROWTH:
+        s.undecided(f"the machine is busy: {record.name}'s time grew as n^{time_slope:.2f} (a call that touches "
+                    f"every token grows at least as n^{LIN1_MIN_GROWTH}); the timed growth spreads by "
+                    + ", ".join(f"{v:.0%} ({n})" for n, v in spreads.items())
+                    + f" from round to round (limit {BUSY_SPREAD['LIN-1']:.0%}); measured: {record.name} "
+                    f"n^{time_slope:.2f}, softmax control n^{control:.2f}", **details)
     if control < LIN1_CONTROL_FLOOR:
         s.undecided(f"at n = {lengths[-LIN1_FIT]} … {lengths[-1]} the softmax control's time grows only as "
                     f"n^{control:.2f} (below {LIN1_CONTROL_FLOOR}): these lengths cannot tell O(n) from O(n²); "

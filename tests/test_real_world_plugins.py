@@ -31,8 +31,7 @@ from posenc.harness.states import State
 pytestmark = pytest.mark.xdist_group("real_world_plugins")  # module fixtures run once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The spec run in two processes where there are two CPUs: -n gives the serial run's matrix (tests/test_parallel.py).
-_WORKERS = ["-n", "2"] if (os.cpu_count() or 1) >= 2 else []
+# serial, as a user runs it: one test counts the lines a failing run prints
 PLUGINS = ROOT / "tests" / "plugins"
 SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
 LINES_PER_ENCODER = 60  # each failure wrapped to the terminal, its rerun command on lines of its own
@@ -53,7 +52,7 @@ def _run(plugin: Path, out: Path):
     names = [r.name for r in records]
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--plugin",
-               str(plugin.relative_to(ROOT)), "--encoders", ",".join(names), "--matrix-dir", str(out), *_WORKERS]
+               str(plugin.relative_to(ROOT)), "--encoders", ",".join(names), "--matrix-dir", str(out)]
     start = time.perf_counter()
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start

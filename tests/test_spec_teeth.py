@@ -39,12 +39,12 @@ def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
                             "--plugin", "tests/plugins/softmax_as_linear.py",
                             "--encoders", "softmax_attention_as_linear*,linear_attention_rope")
     matrix = report["matrix"]
-    # FAIL on an idle machine; where other jobs flatten the softmax control's own slope the lengths
-    # cannot tell and the cell reads undecided, saying so: never a pass (a slow machine is never red)
+    # FAIL on an idle machine; where other jobs flatten the softmax control's slope, or the timed
+    # growth itself, the cell reads undecided and says why: never a pass (a slow machine is never red)
     for name in ("softmax_attention_as_linear", "softmax_attention_as_linear_capped"):
         assert matrix["LIN-1"][name] in (State.UNEXPECTEDLY_FAILING, State.UNDECIDED), (name, out)
     messages = [o["message"] for o in report["outcomes"] if o["claim"] == "LIN-1" and o["state"] == State.UNDECIDED]
-    assert all("cannot tell O(n) from O(n²)" in m for m in messages), messages
+    assert all("cannot tell O(n) from O(n²)" in m or "the machine is busy" in m for m in messages), messages
     # only LIN-1's perf spec was selected: the cell is partial, never FAIL
     assert matrix["LIN-1"]["linear_attention_rope"] in (State.HOLDS_PARTIAL, State.UNDECIDED), out
     # only LIN-1's perf spec was selected: the cell is partial, never FAIL

@@ -18,6 +18,10 @@ verdicts on them are in :mod:`.builtin_records`.
   the longest lengths the record allows, beside a softmax attention control at the same lengths:
   the bar is the midpoint between 1 and the control's slope (at most ``LINEAR_SLOPE_LIMIT``), and
   a control below n^1.6 leaves the cell undecided, since those lengths cannot tell the two apart.
+  So does a busy machine: the per-round ratio ``t(longest) / t(4× shorter)`` spreading (IQR /
+  median) by more than ``BUSY_SPREAD["LIN-1"]`` for the record or the control (linear attention's
+  short calls spread by 23-53% idle on a 2-core EPYC), or the record's time growing as less than
+  n^0.5: a call that touches every token cannot, so something else was timed.
 * **ROPE-12** (000 §3.3, 004 §1.1): inside softmax attention, RoPE's overhead
   ``t(attention) / t(attention without rotation) − 1`` is "relatively small", at most
   ``ROPE12_OVERHEAD_LIMIT`` (the usual bar for a small cost) at the documents' size (batch 1,
@@ -53,4 +57,4 @@ ROPE12_NOISE = 0.05
 PERF1_EQUIVALENCE = 0.02
 ROPE12_EQUIVALENCE = 0.02
 #: Per-round ratio spread (IQR / median) above which a timing cell is undecided: the machine was busy.
-BUSY_SPREAD = {"ROPE-12": 0.20, "PERF-1": 0.40}
+BUSY_SPREAD = {"ROPE-12": 0.20, "PERF-1": 0.40, "LIN-1": 0.75}
