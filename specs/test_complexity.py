@@ -206,7 +206,7 @@ def test_rope_overhead_inside_attention_is_small(record, device, perf_session):
     estimate, low, high = overhead[short]
     spreads = {n: profiling.paired_spread(t["complex"], t["none"]) for n, t in samples.items()}
     if max(spreads.values()) > BUSY_SPREAD["ROPE-12"]:
-        s.undecided(f"the machine is busy: the paired rounds spread by "
+        s.undecided("the machine is busy: the paired rounds spread by "
                     + ", ".join(f"{v:.0%} at n={n}" for n, v in spreads.items())
                     + f" (IQR / median of the per-round ratios; limit {BUSY_SPREAD['ROPE-12']:.0%}); measured: RoPE adds "
                     f"{estimate:.1%} (95% CI {low:.1%} … {high:.1%}) at seq {short}", **details)
