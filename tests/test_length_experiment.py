@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -480,15 +481,24 @@ def test_a_timeout_stops_the_training_workers_and_blocks_the_other_cells(tmp_pat
 @pytest.mark.skipif(experiment.default_workers() < 2, reason="one CPU: the run trains in this process, no workers")
 def test_an_interrupt_leaves_no_training_process_behind(tmp_path):
     run = _slow_run(tmp_path)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(run.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
-        for _ in range(600):  # until a worker process runs
-            if len(_marked(tmp_path.name)) > 1:
+        for _ in range(1200):  # until a training step is reported: the workers are training
+            if any(" step " in line for line in list(lines)):
                 break
             time.sleep(0.1)
-        assert len(_marked(tmp_path.name)) > 1, "the run never started its workers"
-        time.sleep(2)  # training under way
+        assert any(" step " in line for line in list(lines)), "the run never reported a training step"
+        assert len(_marked(tmp_path.name)) > 1, "the run trains without worker processes"
         run.send_signal(signal.SIGINT)
-        out = _ended(run, within=120)
+        try:
+            run.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            pytest.fail("the run did not stop within 120 s: it waited for its training jobs")
+        reader.join(timeout=10)
+        out = "".join(lines)
         assert _no_worker_left(tmp_path) == [], "training processes outlived the interrupted run"
     finally:
         if run.poll() is None:
