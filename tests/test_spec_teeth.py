@@ -45,10 +45,8 @@ def test_lin1_refuses_a_softmax_attention_registered_as_linear(tmp_path):
         assert matrix["LIN-1"][name] in (State.UNEXPECTEDLY_FAILING, State.UNDECIDED), (name, out)
     messages = [o["message"] for o in report["outcomes"] if o["claim"] == "LIN-1" and o["state"] == State.UNDECIDED]
     assert all("cannot tell O(n) from O(n²)" in m or "the machine is busy" in m for m in messages), messages
-    # only LIN-1's perf spec was selected: the cell is partial, never FAIL
+    # only LIN-1's perf spec was selected: the cell is partial (undecided on a busy machine), never FAIL
     assert matrix["LIN-1"]["linear_attention_rope"] in (State.HOLDS_PARTIAL, State.UNDECIDED), out
-    # only LIN-1's perf spec was selected: the cell is partial, never FAIL
-    assert matrix["LIN-1"]["linear_attention_rope"] == State.HOLDS_PARTIAL, out
 
 
 def test_a_busy_machine_leaves_the_timing_claims_undecided_never_refuted(tmp_path):

@@ -17,6 +17,7 @@ import signal
 from contextlib import contextmanager
 
 import pytest
+import torch
 
 from . import isolation
 from .claims import CONTRACT, HISTORY_CLAIM, ClaimViolation
@@ -100,19 +101,42 @@ def guarded(case: SpecCase):
         raise _leak(case, changed)
 
 
+#: A half-precision case repeats its float32 case's draws under a coarser tolerance: it makes a
+#: third of them (at least one), besides its pinned ``@example``s, which hold the positions where
+#: half precision breaks (past 256 and 2048, far positions). A claim about half precision itself
+#: (its ``claim`` marker lists half dtypes only, ROPE-11) makes them all.
+HALF_PRECISION_DRAWS = 1 / 3
+HALF_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _half_precision_repeat(item, case: SpecCase) -> bool:
+    if case.dtype not in HALF_PRECISION or torch.float32 not in case.record.limits.dtypes:
+        return False
+    marker = item.get_closest_marker("claim")
+    claimed = tuple(marker.kwargs.get("dtypes", ())) if marker is not None else ()
+    return not (claimed and all(d in HALF_PRECISION for d in claimed))
+
+
 @contextmanager
-def sized_draws(function, case: SpecCase, far_positions):
-    """The examples ``function`` (a Hypothesis test) runs for this case: its profile's; only its
-    pinned ``@example``s where a spec marked ``far_positions`` meets an encoder reached through a
-    prefix (``positions="none"``, the documents' snippets), since every far position there costs
-    a call as long as the position. The pinned examples hold the far positions."""
+def sized_draws(item, case: SpecCase):
+    """The examples ``item``'s Hypothesis test runs for this case: its profile's, except
+    * only its pinned ``@example``s where a spec marked ``far_positions`` meets an encoder reached
+      through a prefix (``positions="none"``, the documents' snippets), since every far position
+      there costs a call as long as the position (the pinned examples hold the far positions);
+    * :data:`HALF_PRECISION_DRAWS` of them in a half-precision repeat of a float32 case."""
+    function = item.obj
     current = getattr(function, "_hypothesis_internal_use_settings", None)
-    if current is None or not far_positions or case.record.calling.positions != "none":
+    far = item.get_closest_marker("far_positions") is not None and case.record.calling.positions == "none"
+    if current is None or not (far or _half_precision_repeat(item, case)):
         yield
         return
     from hypothesis import Phase, settings
 
-    function._hypothesis_internal_use_settings = settings(current, phases=(Phase.explicit,))
+    if far:
+        function._hypothesis_internal_use_settings = settings(current, phases=(Phase.explicit,))
+    else:
+        draws = max(1, round(current.max_examples * HALF_PRECISION_DRAWS))
+        function._hypothesis_internal_use_settings = settings(current, max_examples=draws)
     try:
         yield
     finally:

@@ -81,6 +81,23 @@ def reproducers(spec: RunningSpec, function, funcargs: dict, excinfo) -> tuple[s
     return command, python_reproducer(spec, {name: funcargs[name] for name in arguments}, drawn)
 
 
+def report_briefly(item, case: SpecCase) -> None:
+    """Under ``--tb=auto``, a violation the judge decides from the error alone (``refuted``,
+    ``unexpectedly failing``) is reported by its message: pytest's traceback costs tens of
+    milliseconds to format (the source of every frame, Hypothesis's included), and an expected
+    failure never shows it. Other ``--tb`` styles, and every other error, keep pytest's."""
+    if item.config.option.tbstyle != "auto":
+        return
+    full = item.repr_failure
+
+    def repr_failure(excinfo, *args, **kwargs):
+        if judge(case, excinfo, 0.0, None) in (State.REFUTED, State.UNEXPECTEDLY_FAILING):
+            return short_failure(State.UNEXPECTEDLY_FAILING, excinfo, "")
+        return full(excinfo, *args, **kwargs)
+
+    item.repr_failure = repr_failure
+
+
 def short_failure(state: State, excinfo, command: str) -> str:
     """What pytest prints for a judged failure: the violation and its reproducer, or the crash's
     message, where it was raised and its reproducer; ``--tb=long`` shows the whole traceback."""

@@ -146,15 +146,16 @@ class PrefixSubject(nn.Module):
         if (positions is None and offset == 0) or x.shape[1] == 0:
             return self.library(x)
         by_length: dict[int, list[tuple[int, list[int]]]] = {}
+        rows = [[int(v) for v in r] for r in p.tolist()]
         for b in range(x.shape[0]):
-            row = p[min(b, p.shape[0] - 1)]
+            row = rows[min(b, len(rows) - 1)]
             pending = list(range(len(row)))
             while pending:  # one sequence per group of distinct positions
                 taken, seen, later = [], set(), []
                 for j in pending:
-                    (later if int(row[j]) in seen else taken).append(j)
-                    seen.add(int(row[j]))
-                by_length.setdefault(int(row[taken].max()) + 1, []).append((b, taken))
+                    (later if row[j] in seen else taken).append(j)
+                    seen.add(row[j])
+                by_length.setdefault(max(row[j] for j in taken) + 1, []).append((b, taken))
                 pending = later
         out = None
         for length, sequences in by_length.items():

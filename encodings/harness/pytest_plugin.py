@@ -156,10 +156,10 @@ def pytest_runtest_call(item):
     if case is None:
         return (yield)
     state = item.config.stash[_STATE]
-    spec = RunningSpec(case.claim, case.spec, item.stash.get(_SPEC_ID, item.nodeid), str(item.path), case.record,
-                       tuple(item.fixturenames))
-    item.stash[_RUNNING] = spec
-    with execution.guarded(case), execution.sized_draws(item.obj, case, item.get_closest_marker("far_positions")):
+    item.stash[_RUNNING] = spec = RunningSpec(case.claim, case.spec, item.stash.get(_SPEC_ID, item.nodeid),
+                                              str(item.path), case.record, tuple(item.fixturenames))
+    judge.report_briefly(item, case)
+    with execution.guarded(case), execution.sized_draws(item, case):
         execution.block_if_unjudgeable(case, state.timed_out, state.settings.device)  # the probe runs the encoder
         with running(spec), execution.blamed_on_history(case, state.settings.device):
             return (yield)
