@@ -101,11 +101,11 @@ def guarded(case: SpecCase):
         raise _leak(case, changed)
 
 
-#: A half-precision case repeats its float32 case's draws under a coarser tolerance: it makes a
-#: third of them (at least one), besides its pinned ``@example``s, which hold the positions where
+#: A half-precision case repeats its float32 case's draws under a coarser tolerance: it makes
+#: half as many (at least one), besides its pinned ``@example``s, which hold the positions where
 #: half precision breaks (past 256 and 2048, far positions). A claim about half precision itself
 #: (its ``claim`` marker lists half dtypes only, ROPE-11) makes them all.
-HALF_PRECISION_DRAWS = 1 / 3
+HALF_PRECISION_DRAWS = 1 / 2
 HALF_PRECISION = (torch.float16, torch.bfloat16)
 
 
