@@ -160,10 +160,16 @@ def encode_pair(module, q, k, q_positions=None, k_positions=None, **offsets):
 def logits(module, q, k, q_positions=None, k_positions=None, **offsets) -> tuple[torch.Tensor, float]:
     """Per-token, per-head ``⟨f_q(q_j, m_j), f_k(k_j, n_j)⟩`` in float64 (q and k of equal length), and
     the scale rounding errors are measured against: the largest ``Σ_i |f_q(q)_i|·|f_k(k)_i|``."""
+    found, scale, _ = logits_and_queries(module, q, k, q_positions, k_positions, **offsets)
+    return found, scale
+
+
+def logits_and_queries(module, q, k, q_positions=None, k_positions=None, **offsets):
+    """:func:`logits`, and ``f_q(q)`` itself per head in float64 (its norm, without another call)."""
     with torch.no_grad():
         fq, fk = encode_pair(module, q, k, q_positions, k_positions, **offsets)
     fq, fk = as_heads(fq).to(torch.float64), as_heads(fk).to(torch.float64)
-    return (fq * fk).sum(-1), dot_scale(fq, fk)
+    return (fq * fk).sum(-1), dot_scale(fq, fk), fq
 
 
 def dot_scale(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -191,12 +191,11 @@ def _far_errors(record, dtype, device, q, k, far_positions):
     keeps_norm = record.declared("ROPE-3").status == State.HOLDS
     for position in far_positions:
         m = torch.full((len(s.DELTAS),), position, device=device)
-        far, far_scale = s.answered(f"at position {position}", lambda: s.logits(module, q, k, m, m - deltas))
+        far, far_scale, fq = s.answered(f"at position {position}",
+                                        lambda: s.logits_and_queries(module, q, k, m, m - deltas))
         logit = (float((far - near).abs().max()), 2 * tol.bound(max(near_scale, far_scale), s.max_angle(m, record.geometry)))
         norm = (None, None)
-        if keeps_norm:
-            with torch.no_grad():
-                fq = s.as_heads(s.answered(f"at position {position}", lambda: module(q, m))).to(torch.float64)
+        if keeps_norm:  # f_q(q, P) of the same call
             norm = (float((fq.norm(dim=-1) - q64.norm(dim=-1)).abs().max()), tol.bound(float(q64.norm(dim=-1).max())))
         yield position, *logit, *norm
 
