@@ -68,9 +68,16 @@ def test_logits_depend_only_on_offset(record, dtype, device, seed, m, n, stride)
     require_offset_matters(record, module, dtype, device, seed)
 
 
+_POSITIONS_MATTER: set[tuple] = set()  # (encoder, dtype, device) whose logits moved with q: checked once
+
+
 def require_offset_matters(record, module, dtype, device, seed):
     """Invariance alone is passed by an encoder that ignores positions: the logits at offsets
-    0 and 37 (no power of two) must differ by more than the tolerance."""
+    0 and 37 (no power of two) must differ by more than the tolerance. Once per encoder and dtype:
+    a failure recurs on every draw, a pass is kept."""
+    key = (record.name, dtype, str(device))
+    if key in _POSITIONS_MATTER:
+        return
     q = s.randn(s.input_shape(record, 1, PAIRS), seed + 7, dtype, device)
     k = s.randn(s.input_shape(record, 1, PAIRS), seed + 8, dtype, device)
     base = torch.arange(PAIRS, device=device)
@@ -81,3 +88,4 @@ def require_offset_matters(record, module, dtype, device, seed):
     if change <= bound:
         s.violated(f"moving q {MOVE} positions away from k left the logits unchanged: positions do not reach them",
                    change=change, tolerance=bound)
+    _POSITIONS_MATTER.add(key)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import benchmark_gates, execution, judge, options, parallel, perf_report, reports, terminal
+from . import benchmark_gates, execution, judge, options, parallel, perf_report, process, reports, terminal
 from . import session as run
 from .matrix import Matrix, Outcome, render_markdown, roles
 from .parametrization import case_of, claim_of, spec_params
@@ -63,9 +63,9 @@ def pytest_configure(config):
     benchmark_gates.narrow_benchmark_tables(config)
     perf = run.PerfSession(chosen.records, settings.device, settings.perf_devices, settings.profile_run_dir,
                            settings.perf_compare, settings.perf_gates)
-    state = run.HarnessState(settings, chosen.records, chosen.identified, perf, Matrix(chosen.records),
-                                 reports.new_run_id(), reports.now())
-    config.stash[_STATE] = state
+    config.stash[_STATE] = state = run.HarnessState(settings, chosen.records, chosen.identified, perf,
+                                                    Matrix(chosen.records), reports.new_run_id(), reports.now())
+    process.tune()
     parallel.configure_worker(config, settings.device, settings.perf_threads)
     if not _is_worker(config):
         parallel.configure_controller(config)

@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import torch
 
 from .records import BuildConfig, EncoderRecord
 
 
+#: Drawn inputs kept for reuse: a spec suite draws the same (shape, seed) for every encoder, and
+#: a copy costs less than a draw. At most this many elements are kept, the least recently used
+#: dropped first; an input of more than a sixteenth of them is drawn each time.
+_KEPT_ELEMENTS = 2**22
+_kept: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+_kept_elements = 0
+
+
 def randn(shape, seed: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """Standard normal values drawn in float64 from ``seed``, then cast (same values for every dtype)."""
+    """Standard normal values drawn in float64 from ``seed``, then cast (same values for every dtype):
+    a new tensor on every call, whatever the caller did with the last one."""
+    global _kept_elements
+    key = (tuple(int(n) for n in shape), int(seed), dtype, str(device))
+    kept = _kept.get(key)
+    if kept is not None:
+        _kept.move_to_end(key)
+        return kept.clone()
     generator = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=generator, dtype=torch.float64).to(device=device, dtype=dtype)
+    drawn = torch.randn(*key[0], generator=generator, dtype=torch.float64).to(device=device, dtype=dtype)
+    if drawn.numel() <= _KEPT_ELEMENTS // 16:
+        _kept[key], _kept_elements = drawn, _kept_elements + drawn.numel()
+        while _kept_elements > _KEPT_ELEMENTS:
+            _kept_elements -= _kept.popitem(last=False)[1].numel()
+        return drawn.clone()
+    return drawn
 
 
 def as_heads(t: torch.Tensor, config: BuildConfig) -> torch.Tensor:

@@ -1,0 +1,13 @@
+"""The spec run's process settings (``posenc.harness.process``): glibc keeps freed memory for reuse."""
+
+import platform
+import sys
+
+import pytest
+
+from posenc.harness import process
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_glibc_takes_the_allocator_settings():
+    assert process.tune() is True
