@@ -38,8 +38,12 @@ REFERENCES = ("attention_rope", "rope_interleaved")
 _CURVES: dict[tuple, list] = {}
 
 
+def _curve_key(kind, record, device, lengths, config, batch) -> tuple:
+    return kind, record.name, device, tuple(lengths), tuple(config.items()), batch
+
+
 def memory_curve(record, device, lengths=MEMORY_LENGTHS, config=MEMORY_CONFIG, batch=1) -> list[int]:
-    key = ("memory", record.name, device, tuple(lengths), tuple(config.items()), batch)
+    key = _curve_key("memory", record, device, lengths, config, batch)
     if key in _CURVES:
         return _CURVES[key]
     peaks = _CURVES[key] = []
@@ -50,7 +54,7 @@ def memory_curve(record, device, lengths=MEMORY_LENGTHS, config=MEMORY_CONFIG, b
 
 
 def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG, batch=1) -> list[float]:
-    key = ("time", record.name, device, tuple(lengths), tuple(config.items()), batch)
+    key = _curve_key("time", record, device, lengths, config, batch)
     if key in _CURVES:
         return _CURVES[key]
     works = {n: profiling.make_workload(record, batch=batch, seq=n, device=device, warmup=1, **config) for n in lengths}
@@ -66,7 +70,7 @@ _SAMPLES: dict[tuple, dict[int, list[float]]] = {}
 def growth_spread(record, device, lengths, config, batch) -> float:
     """IQR / median of the per-round ratios ``t(longest) / t(4× shorter)`` of a timed curve: how
     much the growth the slope is fitted to moves from round to round (``perf_rules.BUSY_SPREAD``)."""
-    samples = _SAMPLES[("time", record.name, device, tuple(lengths), tuple(config.items()), batch)]
+    samples = _SAMPLES[_curve_key("time", record, device, lengths, config, batch)]
     return profiling.paired_spread(samples[lengths[-1]], samples[lengths[-LIN1_FIT]])
 
 

@@ -41,6 +41,7 @@ import torch
 from posenc.ecosystem import support
 from posenc.ecosystem.findings import ENCODERS, FINDINGS, HALF_PRECISION_POSITIONS
 from posenc.harness.states import State
+from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def ecosystem_run(tmp_path_factory):
             pytest.skip(f"{library} is not installed: {support.INSTALL_HINT}")
     out = tmp_path_factory.mktemp("ecosystem")
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "-n", "2",
+    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS,
                "--plugin", "posenc.ecosystem", "--encoders", ENCODERS, "--matrix-dir", str(out)]
     start = time.perf_counter()
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ import torch
 import posenc
 from posenc.encoders import fused
 from posenc.harness.states import State
+from tests.spec_runs import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A correct interleaved RoPE a fault is injected into; ``fault(x)`` runs first in every call.
@@ -57,12 +57,6 @@ def plugin(tmp_path: Path, name: str, fault: str) -> Path:
     return path
 
 
-def _interruptible() -> None:
-    """In the child: SIGINT raises KeyboardInterrupt, even where this run was started with SIGINT
-    ignored (a shell's background job), which Python would otherwise pass on to its children."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def run_specs(*args, matrix_dir: Path | None, env: dict | None = None, timeout: float = 600,
               background: bool = False):
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--tb=line", *map(str, args)]
@@ -72,9 +66,9 @@ def run_specs(*args, matrix_dir: Path | None, env: dict | None = None, timeout: 
     environment.update({"POSENC_HYPOTHESIS_PROFILE": "explicit", **(env or {})})
     if background:
         return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, preexec_fn=_interruptible)
+                                text=True, preexec_fn=interruptible)
     return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=_interruptible)
+                          preexec_fn=interruptible)
 
 
 def report(path: Path) -> dict:

@@ -31,6 +31,7 @@ from posenc.experiments.length_extrapolation import ExperimentConfig, MarkovChai
 from posenc.experiments.length_extrapolation.verdicts import against_nope, past_training
 from posenc.tools.extrapolation import parse_config
 from posenc.harness.states import State
+from tests.spec_runs import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -424,13 +425,8 @@ def _slow_run(tmp_path, *options) -> subprocess.Popen:
     command = [sys.executable, "-m", "pytest", "specs", "-m", "slow", "-q", "-p", "no:cacheprovider",
                "--matrix-dir", str(tmp_path / "reports"), *options]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=_interruptible)
+                            preexec_fn=interruptible)
 
-
-def _interruptible() -> None:
-    """In the child: SIGINT raises KeyboardInterrupt, even where these tests were started with SIGINT
-    ignored (a shell's background job), which Python would otherwise pass on to its children."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _ended(run: subprocess.Popen, within: float) -> str:

@@ -27,6 +27,7 @@ import pytest
 from posenc.ecosystem import support
 from posenc.ecosystem.findings import MODEL_ENCODERS, MODEL_FINDINGS, MODEL_MEASURED, MODEL_UNDECIDED, kept_matrix
 from posenc.harness.states import SURPRISES, State
+from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("model_ecosystem")
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,7 @@ def model_run(tmp_path_factory):
         pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
     out = tmp_path_factory.mktemp("models")
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "-n", "2", "--plugin",
+    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS, "--plugin",
                "posenc.ecosystem", "--encoders", MODEL_ENCODERS, "--matrix-dir", str(out)]
     start = time.perf_counter()
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -26,6 +26,7 @@ import posenc
 from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.declarations import model_claims
 from posenc.harness.states import State
+from tests.spec_runs import WORKERS
 
 # One subprocess for every model mutant; under -n its tests share one worker.
 pytestmark = pytest.mark.xdist_group("model_mutants")
@@ -101,7 +102,7 @@ def model_run(tmp_path_factory) -> ModelRun:
     """Run the model specs once on every TinyLM record (in a subprocess) and read their verdicts."""
     out = tmp_path_factory.mktemp("model-mutants")
     command = [sys.executable, "-m", "pytest", SPECS, "--plugin", PLUGIN, "--encoders", ",".join(BY_NAME),
-               "--matrix-dir", str(out), "-q", "-p", "no:cacheprovider", "--tb=no", "-n", "2"]
+               "--matrix-dir", str(out), "-q", "-p", "no:cacheprovider", "--tb=no", *WORKERS]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=_environment(), capture_output=True, text=True)
     wall_s = time.perf_counter() - start

@@ -28,14 +28,13 @@ import posenc
 from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
+from tests.spec_runs import WORKERS
 
 # One subprocess runs the whole spec suite on every mutant; under -n its tests share one worker.
 pytestmark = [pytest.mark.xdist_group("mutants")]
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The spec run in two processes where there are two CPUs: -n gives the serial run's matrix (tests/test_parallel.py).
-_WORKERS = ["-n", "2"] if (os.cpu_count() or 1) >= 2 else []
 MUTANTS_PLUGIN = "tests.mutants"  # a package: --plugin takes its module name
 KILL = State.UNEXPECTEDLY_FAILING
 OUT_OF_SCOPE_MARKERS = {"perf", "slow"}  # deselected by default
@@ -125,7 +124,7 @@ def mutation_run(tmp_path_factory, mutation_report) -> MutationRun:
     out = tmp_path_factory.mktemp("mutation")
     command = [sys.executable, "-m", "pytest", "specs", "--plugin", MUTANTS_PLUGIN,
                "--encoders", ",".join(MUTANTS), "--matrix-dir", str(out), "-q", "-p", "no:cacheprovider",
-               "--tb=no", *_WORKERS]
+               "--tb=no", *WORKERS]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=_environment(), capture_output=True, text=True)
     wall_s = time.perf_counter() - start

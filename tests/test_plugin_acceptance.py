@@ -24,12 +24,12 @@ import posenc
 from posenc.harness.claims import CLAIMS
 from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
+from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("plugin_acceptance")  # its module fixture runs once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The spec run in two processes where there are two CPUs: -n gives the serial run's matrix (tests/test_parallel.py).
-_WORKERS = ["-n", "2"] if (os.cpu_count() or 1) >= 2 else []
 PLUGINS = ROOT / "tests" / "plugins"
 
 
@@ -39,7 +39,7 @@ def verdicts(tmp_path_factory):
     files = [shutil.copy(PLUGINS / name, user_dir / name) for name in ("table64_rope.py", "bf16_angle_rope.py")]
     matrix_dir = user_dir / "reports"
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--matrix-dir", str(matrix_dir),
-               *_WORKERS]
+               *WORKERS]
     for path in files:
         command += ["--plugin", str(path)]
     env = {**os.environ, "POSENC_HYPOTHESIS_PROFILE": "explicit"}

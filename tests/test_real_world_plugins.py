@@ -31,7 +31,6 @@ from posenc.harness.states import State
 pytestmark = pytest.mark.xdist_group("real_world_plugins")  # module fixtures run once, in one worker
 ROOT = Path(__file__).resolve().parents[1]
 
-# serial, as a user runs it: one test counts the lines a failing run prints
 PLUGINS = ROOT / "tests" / "plugins"
 SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT, State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
 LINES_PER_ENCODER = 60  # each failure wrapped to the terminal, its rerun command on lines of its own

@@ -1,0 +1,14 @@
+"""What the project's tests that start spec runs of their own share."""
+
+import os
+import signal
+
+#: A spec run in two processes where there are two CPUs: -n gives the serial run's matrix (tests/test_parallel.py).
+WORKERS = ["-n", "2"] if (os.cpu_count() or 1) >= 2 else []
+
+
+def interruptible() -> None:
+    """In the child (``preexec_fn``): SIGINT raises KeyboardInterrupt, even where these tests were
+    started with SIGINT ignored (a shell's background job), which Python would otherwise pass on
+    to its children."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
