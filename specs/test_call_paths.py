@@ -7,12 +7,13 @@ path, not the formula (ROPE-1, ROPE-2 and ROPE-11 judge that):
 * PATH-1: the offset path equals explicit positions, ``f(x, offset=o) = f(x, arange(o, o + n))``,
   at offsets where bf16 (past 256) and fp16 (past 2048) cannot represent the integer positions.
 * PATH-2: decoding equals the full sequence. The last query's logits against keys cached one
-  step at a time (a prefill, then one token per call from 8 positions before the boundary ``T``
-  passes: through the offset path for the single protocol, one ``(q_j, k_j)`` call of one token
-  for the pair and cos/sin protocols; and for the pair protocol also the library's call of one
-  query against all keys) equal row ``T − 1`` of the full ``⟨f(q, m), f(k, n)⟩``, at ``T`` past
-  ``max_len`` and past 256 (bf16's last exact integer), the full sequence and the decode each on a
-  fresh module.
+  step at a time (a prefill of 4, then one token per call: through the offset path for the single
+  protocol, one ``(q_j, k_j)`` call of one token for the pair and cos/sin protocols; and for the
+  pair protocol also the library's call of one query against all keys) equal row ``T − 1`` of the
+  full ``⟨f(q, m), f(k, n)⟩``, at ``T = 300``, past ``max_len`` (128) and past 256: the decode's
+  one-token calls cross every length below ``T`` (a cache's growth, a schedule that switches at
+  its original length), so a shorter decode would add only calls this one makes. The full
+  sequence and the decode each on a fresh module.
 * PATH-3: casting the module keeps its frequencies: ``module.to(dtype)`` gives what the uncast
   float32 module gives on the same input, at positions past any table (3000): on ``dtype`` input
   and, for a half-precision cast, on float32 input (mixed-precision code feeds fp32 activations to
@@ -29,10 +30,8 @@ from specs import support as s
 SEQ = 5
 #: Offsets past bf16's (256) and fp16's (2048) exact integers, and far past both.
 OFFSETS = (257, 2051, 70_001)
-#: (boundary, decode length): past max_len (128) and past 256; one-token calls begin
-#: DECODED_BEFORE positions before the boundary, so the decode itself crosses it.
-DECODES = ((s.SPEC_CONFIG.max_len, s.SPEC_CONFIG.max_len + 2), (256, 300))
-DECODED_BEFORE = 8
+#: The decode length: past max_len (128) and past 256, one token per call from PREFILL on.
+DECODE_LENGTHS = (300,)
 CAST_OFFSET = 3000
 
 
@@ -52,33 +51,29 @@ def test_offset_path_equals_explicit_positions(record, dtype, device):
                          what=f"f(x, offset={offset}) ≠ f(x, positions={offset}…{offset + SEQ - 1})", offset=offset)
 
 
-PREFILL = 4  # the shortest prefill
+PREFILL = 4
 
 
-def _prefill(boundary: int, length: int) -> int:
-    return min(max(PREFILL, min(boundary, length) - DECODED_BEFORE), length - 1)
-
-
-def _decoded_keys_step_by_step(record, module, q, k, length, prefill):
-    """A prefill of ``prefill`` tokens, then one token per call with the keys kept: ``(query, keys)``,
+def _decoded_keys_step_by_step(record, module, q, k, length):
+    """A prefill of PREFILL tokens, then one token per call with the keys kept: ``(query, keys)``,
     the last step's query. Single protocol: q and k through the offset path; pair and cos/sin:
     ``(q_j, k_j)`` in one call of one token at position ``j`` (a library may count calls)."""
     device = q.device
     if record.calling.protocol == "single":
-        keys = [module(k[:, :prefill], None, offset=0)] + [module(k[:, j : j + 1], None, offset=j)
-                                                            for j in range(prefill, length)]
+        keys = [module(k[:, :PREFILL], None, offset=0)] + [module(k[:, j : j + 1], None, offset=j)
+                                                            for j in range(PREFILL, length)]
         return module(q[:, -1:], None, offset=length - 1), torch.cat(keys, dim=1)
-    first = torch.arange(prefill, device=device)
-    keys = [s.encode_pair(module, q[:, :prefill], k[:, :prefill], first, first)[1]]
+    prefill = torch.arange(PREFILL, device=device)
+    keys = [s.encode_pair(module, q[:, :PREFILL], k[:, :PREFILL], prefill, prefill)[1]]
     query = None
-    for j in range(prefill, length):
+    for j in range(PREFILL, length):
         at = torch.tensor([j], device=device)
         query, key = s.encode_pair(module, q[:, j : j + 1], k[:, j : j + 1], at, at)
         keys.append(key)
     return query, torch.cat(keys, dim=1)
 
 
-def _decoded_logits(record, module, q, k, length, prefill):
+def _decoded_logits(record, module, q, k, length):
     """The last query's logits against keys cached one decoding step at a time, on each decoding
     path the protocol has: step by step, and for the pair protocol also the library's own
     cached-keys call (one query against all keys)."""
@@ -89,7 +84,7 @@ def _decoded_logits(record, module, q, k, length, prefill):
         paths = {}
         if not by_call:  # a scale centred on each call (x-transformers' xPos) makes one-token calls differ by design
             try:
-                paths["step by step"] = _decoded_keys_step_by_step(record, module, q, k, length, prefill)
+                paths["step by step"] = _decoded_keys_step_by_step(record, module, q, k, length)
             except s.Excluded:
                 if record.calling.protocol != "pair":
                     raise  # a pair library may take no positions: its own cached-keys call is still judged
@@ -107,9 +102,8 @@ def test_decoding_against_cached_keys_gives_the_full_logits(record, dtype, devic
     """The full sequence and the decode each on a fresh module: a state one left for the other
     cannot make them agree (or differ)."""
     tol = record.tolerance(dtype)
-    decodes = sorted({(min(length, s.position_cap(record, length) + 1), boundary) for boundary, length in DECODES})
-    for length, boundary in decodes:
-        prefill = _prefill(boundary, length)
+    lengths = sorted({min(length, s.position_cap(record, length) + 1) for length in DECODE_LENGTHS})
+    for length in lengths:
         q = s.randn(s.input_shape(record, 1, length), seed=length, dtype=dtype, device=device)
         k = s.randn(s.input_shape(record, 1, length), seed=length + 1, dtype=dtype, device=device)
         with torch.no_grad():
@@ -118,12 +112,11 @@ def test_decoding_against_cached_keys_gives_the_full_logits(record, dtype, devic
         fq, fk = s.as_heads(fq).double(), s.as_heads(fk).double()
         full = (fq.transpose(1, 2) @ fk.permute(0, 2, 3, 1))[..., -1, :]
         scale = float((fq[:, -1:].abs().transpose(1, 2) @ fk.abs().permute(0, 2, 3, 1)).max())
-        for how, decoded in _decoded_logits(record, _fresh(record, dtype, device), q, k, length, prefill).items():
+        for how, decoded in _decoded_logits(record, _fresh(record, dtype, device), q, k, length).items():
             s.require_within(error=s.disagreement(decoded, full),
                              bound=2 * tol.bound(scale, s.max_angle(length, record.geometry)),
-                             what=f"decoding the query at position {length - 1} against cached keys ({how}, one "
-                                  f"token per call from position {prefill}) gives other logits than the full "
-                                  "sequence", length=length, path=how)
+                             what=f"decoding the query at position {length - 1} against cached keys ({how}) gives "
+                                  "other logits than the full sequence", length=length, path=how)
 
 
 def _fresh(record, dtype, device):
