@@ -5,7 +5,7 @@ spec meets an encoder reached through a prefix."""
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from posenc.harness import execution
@@ -55,8 +55,6 @@ def test_a_claim_about_half_precision_makes_all_its_draws():
 
 
 def test_a_far_position_spec_on_a_prefix_encoder_runs_its_pinned_examples_only():
-    from hypothesis import Phase
-
     prefix = next(r for r in records() if r.calling.positions == "none" and r.kind == "rotary")
     assert _draws(_Item(claim={}, far_positions={}), prefix, torch.float32)[1] == (Phase.explicit,)
     assert Phase.generate in _draws(_Item(claim={}, far_positions={}), _record("rope_interleaved"), torch.float32)[1]

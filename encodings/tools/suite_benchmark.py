@@ -93,6 +93,7 @@ def table_markdown(path: Path = MEASUREMENTS, top: int = 10) -> str:
     median = statistics.median
     serial, parallel, added = median(data["serial"]), median(data["n2"]), median(data["added"]["serial"])
     per_added = (added - serial) / data["added"]["count"] if data["added"]["count"] else float("nan")
+    missing = max(0, TARGET_ENCODERS - data["encoders"])  # encoders short of the budget's count
     runs = ", ".join(f"{t:.1f}" for t in data["serial"])
     measured = (f"Measured on {data['machine']}, torch {data['torch']}, {data['date']}: the default run with "
                 f"{data['encoders']} encoders ({data['cases']} test cases), "
@@ -104,12 +105,11 @@ def table_markdown(path: Path = MEASUREMENTS, top: int = 10) -> str:
              f"| `pytest specs -n 2` | {parallel:.1f} s | {', '.join(f'{t:.1f}' for t in data['n2'])} |",
              f"| serial, {data['added']['count']} RoPEs of `{data['added']['plugin']}` added | {added:.1f} s | "
              f"{', '.join(f'{t:.1f}' for t in data['added']['serial'])} |",
-             *([f"| `-n 2`, with the {data['added']['count']} RoPEs added | {median(data['added']['n2']):.1f} s | "
-                f"{', '.join(f'{t:.1f}' for t in data['added']['n2'])} |"] if data["added"].get("n2") else []),
+             f"| `-n 2`, with the {data['added']['count']} RoPEs added | {median(data['added']['n2']):.1f} s | "
+             f"{', '.join(f'{t:.1f}' for t in data['added']['n2'])} |",
              f"| per added RoPE, serial | {per_added:.2f} s | |",
-             f"| serial at {TARGET_ENCODERS} encoders (the default run plus "
-             f"{max(0, TARGET_ENCODERS - data['encoders'])} × per added RoPE) | "
-             f"{serial + max(0, TARGET_ENCODERS - data['encoders']) * per_added:.1f} s | projected |", "",
+             f"| serial at {TARGET_ENCODERS} encoders (the default run plus {missing} × per added RoPE) | "
+             f"{serial + missing * per_added:.1f} s | projected |", "",
              f"The {top} costliest spec families and encoders (serial, the first run; test time only):", "",
              "| spec module | s | encoder | s |", "|---|---:|---|---:|"]
     families, encoders = list(data["families"].items())[:top], list(data["per_encoder"].items())[:top]
