@@ -33,7 +33,7 @@ def run_specs(*args, matrix_dir: Path):
 def serial_and_parallel(tmp_path_factory):
     out = tmp_path_factory.mktemp("xdist")
     serial = run_specs(*SELECTION, "-p", "no:xdist", matrix_dir=out / "serial")
-    parallel_run = run_specs(*SELECTION, "-n", "2", matrix_dir=out / "parallel")
+    parallel_run = run_specs(*SELECTION, "-n", "2", "-vv", matrix_dir=out / "parallel")  # -q -vv: one line a test
     assert serial.returncode == 0, serial.stdout[-2000:]
     assert parallel_run.returncode == 0, parallel_run.stdout[-2000:]
     return out, serial.stdout, parallel_run.stdout
@@ -46,7 +46,7 @@ def _matrix_text(stdout: str) -> str:
     section = section[:next(ends, len(section))]
     start = next(i for i, line in enumerate(section) if line.startswith("report:"))
     end = next(i for i in range(start, len(section)) if not section[i].strip())
-    return "\n".join(section[:start] + section[end:])
+    return "\n".join(section[:start] + section[end:]).strip("\n")  # -vv ends the last test's line first
 
 
 def test_parallel_reports_equal_the_serial_ones_cell_by_cell(serial_and_parallel):
@@ -59,6 +59,18 @@ def test_parallel_reports_equal_the_serial_ones_cell_by_cell(serial_and_parallel
     assert (out / "parallel" / "verdicts.md").read_text() == (out / "serial" / "verdicts.md").read_text()
     assert _matrix_text(parallel_stdout) == _matrix_text(serial_stdout)
     assert parallel_["header"]["status"] == "complete"
+
+
+def test_each_encoders_specs_run_in_one_worker(serial_and_parallel):
+    """Its compiled kernels, caches and timeout bookkeeping stay in one process: ``--dist loadgroup``
+    keeps an encoder's group together (pytest 9.2 silently broke it, pytest-xdist#1386)."""
+    _, _, parallel_stdout = serial_and_parallel
+    workers: dict[str, set[str]] = {}
+    for worker, group in re.findall(r"^\[(gw\d+)\].*\]@(\w+) *$", parallel_stdout, re.MULTILINE):
+        workers.setdefault(group, set()).add(worker)
+    assert set(workers) == set(SELECTION[1].split(",")), parallel_stdout[-3000:]
+    assert all(len(ran_in) == 1 for ran_in in workers.values()), workers
+    assert len(set().union(*workers.values())) == 2, workers  # and the groups are spread over both
 
 
 def test_workers_write_no_reports(serial_and_parallel):
