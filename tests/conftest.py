@@ -10,6 +10,7 @@ user's ``--timeout`` applies to each, and stops its subprocess with it.
 import os
 
 import pytest
+import torch
 
 from posenc.harness.running import first_line
 
@@ -20,7 +21,11 @@ _WORKER_REPORT = "posenc_mutation_report"
 @pytest.fixture(scope="session", autouse=True)
 def _subprocesses_are_not_xdist_workers():
     """Under ``-n``, the spec runs these tests start are runs of their own: pytest-xdist's worker
-    variables, inherited, would make pytest-benchmark switch itself off in them."""
+    variables, inherited, would make pytest-benchmark switch itself off in them. They inherit the
+    worker's share of the cores instead (``OMP_NUM_THREADS``): torch's default of one thread per
+    core, in every worker's spec run at once, leaves threads spinning for descheduled ones."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
         del os.environ[name]
 

@@ -125,12 +125,13 @@ def test_compare_warns_when_the_runs_differ_in_threads_torch_or_device(histories
     for path in sorted((histories / "benchmarks").glob("*/000[12]_*.json")):
         data = json.loads(path.read_text())
         if path.name.startswith("0002"):
-            data["machine_info"]["posenc"].update(torch_threads=1, torch="9.9.9")
+            threads = data["machine_info"]["posenc"]["torch_threads"] + 1  # whatever the saved run had
+            data["machine_info"]["posenc"].update(torch_threads=threads, torch="9.9.9")
         (other / path.name).write_text(json.dumps(data))
     shown = subprocess.run([sys.executable, "-m", "posenc", "compare", "--storage", str(tmp_path / "benchmarks"),
                             "1", "2"], cwd=ROOT, capture_output=True, text=True)
     warnings = [line for line in shown.stderr.splitlines() if line.startswith("warning: the runs differ in")]
-    assert len(warnings) == 2 and any("torch threads" in w and "→ 1)" in w for w in warnings), shown.stderr
+    assert len(warnings) == 2 and any("torch threads" in w and f"→ {threads})" in w for w in warnings), shown.stderr
     assert any("torch version" in w and "9.9.9" in w for w in warnings)
     assert not [line for line in compare(histories, "1", "2").stderr.splitlines() if line.startswith("warning")]
 
