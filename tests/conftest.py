@@ -8,6 +8,8 @@ user's ``--timeout`` applies to each, and stops its subprocess with it.
 """
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -28,6 +30,26 @@ def _subprocesses_are_not_xdist_workers():
         os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
         del os.environ[name]
+
+
+@pytest.fixture
+def posenc_here(capsys, monkeypatch):
+    """``python -m posenc ARGS`` run in this process, as ``posenc_here(*ARGS)``: a CompletedProcess
+    (its exit code, stdout and stderr). Saves a start of Python and torch per call; tests/test_tools.py runs the real command.
+    An exception other than the exit propagates, so a test shows its traceback."""
+    from posenc.__main__ import main
+
+    def run(*args) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", list(sys.argv))  # main sets the command's own
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as done:
+            code = 0 if done.code is None else done.code
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(["python", "-m", "posenc", *map(str, args)], code, out.out, out.err)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -62,12 +62,13 @@ def histories(tmp_path_factory):
     return tmp
 
 
-def compare(tmp: Path, *args):
-    return subprocess.run([sys.executable, "-m", "posenc", "compare", "--storage", str(tmp / "benchmarks"), *args],
-                          cwd=ROOT, capture_output=True, text=True)
+@pytest.fixture
+def compare(posenc_here):
+    """``python -m posenc compare --storage DIR/benchmarks ARGS``, as ``compare(DIR, *ARGS)``."""
+    return lambda tmp, *args: posenc_here("compare", "--storage", tmp / "benchmarks", *args)
 
 
-def test_comparison_shows_the_memory_regression(histories):
+def test_comparison_shows_the_memory_regression(histories, compare):
     shown = compare(histories, "1", "2")
     assert shown.returncode == 0, shown.stderr
     row = next(line for line in shown.stdout.splitlines() if line.startswith("cpu fwd b1 probe_rope"))
@@ -79,7 +80,7 @@ def test_comparison_shows_the_memory_regression(histories):
     assert compare(histories, "1", "2", "--csv").stdout.splitlines()[0].startswith("benchmark,time_before")
 
 
-def test_memory_gate_fails_with_one_line(histories):
+def test_memory_gate_fails_with_one_line(histories, compare):
     gated = compare(histories, "1", "2", "--fail", "peak:5%")
     assert gated.returncode == 1
     line, verdict = gated.stderr.splitlines()
@@ -118,7 +119,7 @@ def test_the_gate_inside_pytest_ends_on_a_failed_gate_test_with_one_entry_per_re
     assert "test_benchmarks_pass_the_gate" not in run_perf(histories).stdout  # deselected without --perf-compare
 
 
-def test_compare_warns_when_the_runs_differ_in_threads_torch_or_device(histories, tmp_path):
+def test_compare_warns_when_the_runs_differ_in_threads_torch_or_device(histories, tmp_path, compare):
     saved = sorted((histories / "benchmarks").glob("*/0002_*.json"))[0]
     other = tmp_path / "benchmarks" / saved.parent.name
     other.mkdir(parents=True)
@@ -128,15 +129,14 @@ def test_compare_warns_when_the_runs_differ_in_threads_torch_or_device(histories
             threads = data["machine_info"]["posenc"]["torch_threads"] + 1  # whatever the saved run had
             data["machine_info"]["posenc"].update(torch_threads=threads, torch="9.9.9")
         (other / path.name).write_text(json.dumps(data))
-    shown = subprocess.run([sys.executable, "-m", "posenc", "compare", "--storage", str(tmp_path / "benchmarks"),
-                            "1", "2"], cwd=ROOT, capture_output=True, text=True)
+    shown = compare(tmp_path, "1", "2")
     warnings = [line for line in shown.stderr.splitlines() if line.startswith("warning: the runs differ in")]
     assert len(warnings) == 2 and any("torch threads" in w and f"→ {threads})" in w for w in warnings), shown.stderr
     assert any("torch version" in w and "9.9.9" in w for w in warnings)
     assert not [line for line in compare(histories, "1", "2").stderr.splitlines() if line.startswith("warning")]
 
 
-def test_trend_over_saved_runs_goes_to_tensorboard(histories, tmp_path):
+def test_trend_over_saved_runs_goes_to_tensorboard(histories, compare, tmp_path):
     result = compare(histories, "--trend", str(tmp_path / "trend"))
     assert result.returncode == 0 and f"trend: {len(history.METRICS)} scalar tags" in result.stderr
     assert list((tmp_path / "trend").glob("events.out.tfevents.*"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -103,12 +104,11 @@ def test_the_command_line_prints_a_report_and_a_geometry(tmp_path):
     assert loaded.returncode == 0 and "EncoderRecord('rope')" in loaded.stdout, loaded.stderr[-2000:]
 
 
-def test_a_cos_sin_target_prints_a_plugin_file_that_runs_its_specs(tmp_path):
+def test_a_cos_sin_target_prints_a_plugin_file_that_runs_its_specs(tmp_path, posenc_here):
     """The cos/sin protocol needs ``apply``: the generated plug-in carries it, and pytest runs it."""
     target = tmp_path / "cos_sin_rope.py"
     target.write_text("import posenc\nrope = posenc.CosSinRotaryEmbedding(16)\napply = posenc.apply_rotary_cos_sin\n")
-    shown = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:rope", "--protocol", "cos_sin",
-                            "--apply", "apply"], cwd=ROOT, capture_output=True, text=True)
+    shown = posenc_here("identify", f"{target}:rope", "--protocol", "cos_sin", "--apply", "apply")
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr[-2000:]
     code = shown.stdout[shown.stdout.index("# save as a plug-in"):shown.stdout.index("\n))\n") + 3]
     assert "protocol='cos_sin'" in code and "apply=apply" in code
@@ -213,15 +213,15 @@ def apply(q, k, cos, sin):
 '''
 
 
-def test_identify_names_theta_rounded_by_a_cast_and_judges_the_intended_schedule(tmp_path):
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # transformers' imports of other libraries
+def test_identify_names_theta_rounded_by_a_cast_and_judges_the_intended_schedule(tmp_path, posenc_here):
     """transformers' Llama RoPE after .to(bfloat16): identify names the rounding as an anomaly, and
     ``--identify`` judges the intended θ, so the formula's rotation (ROPE-8) fails instead of holding for the
     rounded one."""
     pytest.importorskip("transformers")
     target = tmp_path / "llama_bf16.py"
     target.write_text(LLAMA_CAST_TO_BF16)
-    shown = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:rope", "--protocol", "cos_sin",
-                            "--apply", "apply"], cwd=ROOT, capture_output=True, text=True)
+    shown = posenc_here("identify", f"{target}:rope", "--protocol", "cos_sin", "--apply", "apply")
     assert shown.returncode == 0, shown.stderr[-2000:]
     lines = shown.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("frequencies:"))
@@ -251,24 +251,20 @@ yarn = posenc.RotaryEmbedding(16, frequencies=lambda d, b: schedules.yarn(d, b, 
 '''
 
 
-def _identify_cli(target, *options):
-    return subprocess.run([sys.executable, "-m", "posenc", "identify", target, *options], cwd=ROOT,
-                          capture_output=True, text=True)
-
-
-def test_expect_catches_a_consistent_rotation_with_the_wrong_schedule_or_width(tmp_path):
+def test_expect_catches_a_consistent_rotation_with_the_wrong_schedule_or_width(tmp_path, posenc_here):
     """An inverted YaRN ramp and an ignored rotary fraction are rotations, so every claim holds for
     the measured geometry; ``--expect`` compares with what the library documents instead."""
     target = tmp_path / "wrong_schedules.py"
     target.write_text(WRONG_SCHEDULES)
-    inverted = _identify_cli(f"{target}:inverted_yarn", "--expect", "yarn:factor=4,original_max_position=2048")
+    identify_cli = partial(posenc_here, "identify")
+    inverted = identify_cli(f"{target}:inverted_yarn", "--expect", "yarn:factor=4,original_max_position=2048")
     assert inverted.returncode == 1 and "MISMATCH:      θ differs at pairs" in inverted.stdout, inverted.stdout
     assert "partial(schedules.yarn, factor=4, original_max_position=2048)" in inverted.stdout  # judged against it
-    ignored = _identify_cli(f"{target}:fraction_ignored", "--expect", "default:rotary_fraction=0.5")
+    ignored = identify_cli(f"{target}:fraction_ignored", "--expect", "default:rotary_fraction=0.5")
     assert ignored.returncode == 1 and "rotated width: measured 16 of 16, documented 8" in ignored.stdout
-    right = _identify_cli(f"{target}:yarn", "--expect", "yarn:factor=4,original_max_position=2048")
+    right = identify_cli(f"{target}:yarn", "--expect", "yarn:factor=4,original_max_position=2048")
     assert right.returncode == 0 and "yarn:factor=4,original_max_position=2048: matches" in right.stdout
-    unknown = _identify_cli(f"{target}:yarn", "--expect", "yarm:factor=4")
+    unknown = identify_cli(f"{target}:yarn", "--expect", "yarm:factor=4")
     assert unknown.returncode == 2 and "unknown family 'yarm'" in unknown.stderr
     ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
                           f"{target}:inverted_yarn", "--identify-expect", "yarn:factor=4,original_max_position=2048",
@@ -285,7 +281,6 @@ def test_expect_catches_a_consistent_rotation_with_the_wrong_schedule_or_width(t
                           "original_max_position": 8192}),  # Llama 4: one edge
 ])
 def test_long_context_settings_are_named_with_their_parameters(schedule, family, parameters):
-    from functools import partial
 
     from posenc.encoders.scaling import frequencies as schedules
 
@@ -300,7 +295,6 @@ def test_a_fitted_parameter_keeps_every_digit_the_measurement_supports():
     found = identify(lambda x, p: rope(x, p), head_dim=16)
     assert found.parameters == {"factor": 4.87605, "base": 10000.0}, found.report()
     assert "scaling_factor=4.87605" in found.geometry_code()
-    from functools import partial
 
     from posenc.encoders.scaling import frequencies as schedules
 

@@ -50,30 +50,15 @@ def test_the_front_door_lists_every_subcommand_with_one_line_each():
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "unknown command 'frobnicate'" in unknown.stderr
 
 
-def _posenc_here(capsys, monkeypatch, *args) -> tuple[int, str, str]:
-    """``python -m posenc ARGS`` in this process (the front door above runs the real one): exit code,
-    stdout, stderr. An exception other than the exit propagates: the test shows its traceback."""
-    from posenc.__main__ import main
-
-    monkeypatch.setattr(sys, "argv", list(sys.argv))  # main sets the command's own
-    try:
-        code = main(list(args))
-    except SystemExit as done:
-        code = 0 if done.code is None else done.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")  # runpy, on a module imported here
 @pytest.mark.parametrize("command", ["compare", "docs", "precision", "identify", "extrapolation", "suite-benchmark",
                                      "model-benchmark"])
-def test_every_subcommand_has_help_and_rejects_unknown_flags(command, capsys, monkeypatch):
-    code, out, err = _posenc_here(capsys, monkeypatch, command, "--help")
-    assert code == 0 and out.startswith(f"usage: python -m posenc {command}"), err
-    code, _, err = _posenc_here(capsys, monkeypatch, command, *(["target.py:rope"] if command == "identify" else []),
-                                "--no-such-flag")
-    assert code == 2
-    (line,) = err.strip().splitlines()  # one line
+def test_every_subcommand_has_help_and_rejects_unknown_flags(command, posenc_here):
+    helped = posenc_here(command, "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: python -m posenc {command}"), helped.stderr
+    wrong = posenc_here(command, *(["target.py:rope"] if command == "identify" else []), "--no-such-flag")
+    assert wrong.returncode == 2
+    (line,) = wrong.stderr.strip().splitlines()  # one line
     assert line.startswith(f"python -m posenc {command}: error: unrecognized arguments: --no-such-flag"), line
 
 
