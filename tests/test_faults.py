@@ -244,7 +244,7 @@ BROKEN_PLUGINS = {
 }
 
 
-@pytest.mark.parametrize("args, env, message", [
+BAD_STARTS = [
     (("--encoders", "nosuch"), {}, "ERROR: --encoders: no encoder matches nosuch; registered: learnable"),
     (("--device", "tpu"), {}, "ERROR: --device: unknown device 'tpu'; allowed: cpu, cuda"),
     ((), {"POSENC_DEVICE": "gpu"}, "ERROR: POSENC_DEVICE: unknown device 'gpu'; allowed: cpu, cuda"),
@@ -256,9 +256,37 @@ BROKEN_PLUGINS = {
     ((), {"POSENC_FUSED_STRICT": "maybe"}, "ERROR: POSENC_FUSED_STRICT: 'maybe'; allowed: 1, true, yes, on"),
     ((), {"POSENC_ENCODER": "learnable"}, "ERROR: unknown environment variable POSENC_ENCODER"),
     (("--plugin", "missing.py"), {}, "missing.py: file not found"),
-], ids=lambda value: str(value)[:40])
-def test_a_bad_option_or_variable_stops_the_run_with_one_line(tmp_path, args, env, message):
-    result = run_specs(*args, "--collect-only", matrix_dir=None if "POSENC_MATRIX_DIR" in env else tmp_path, env=env)
+]
+
+
+@pytest.fixture(scope="module")
+def start_ups(tmp_path_factory):
+    """Every start-up error below, each ``pytest specs … --collect-only`` of its own, in one process
+    (``tests/start_ups.py``): the directory they wrote to, and each case's (exit code, stdout, stderr)."""
+    root = tmp_path_factory.mktemp("start_ups")
+    cases = {}
+    for i, (args, env, _) in enumerate(BAD_STARTS):
+        matrix = [] if "POSENC_MATRIX_DIR" in env else ["--matrix-dir", str(root / f"bad-{i}")]
+        cases[f"bad-{i}"] = [[*args, "--collect-only", *matrix], env]
+    for name, (source, _) in BROKEN_PLUGINS.items():
+        (root / name).write_text(source)
+        cases[name] = [["--plugin", str(root / name), "--collect-only", "--matrix-dir", str(root / "reports")], {}]
+    (root / "a-file").write_text("")
+    cases["unwritable"] = [["--collect-only", "--matrix-dir", str(root / "a-file" / "reports")], {}]
+    (root / "cases.json").write_text(json.dumps(cases))
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    environment["POSENC_HYPOTHESIS_PROFILE"] = "explicit"
+    done = subprocess.run([sys.executable, "-m", "tests.start_ups", str(root / "cases.json"), str(root / "results.json")],
+                          cwd=ROOT, env=environment, capture_output=True, text=True, preexec_fn=interruptible)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((root / "results.json").read_text())
+    return root, {name: subprocess.CompletedProcess(cases[name][0], *found) for name, found in results.items()}
+
+
+@pytest.mark.parametrize("case", range(len(BAD_STARTS)), ids=lambda i: str(BAD_STARTS[i][:2])[:40])
+def test_a_bad_option_or_variable_stops_the_run_with_one_line(start_ups, case):
+    message = BAD_STARTS[case][2]
+    result = start_ups[1][f"bad-{case}"]
     assert result.returncode == 4, result.stdout[-1500:] + result.stderr[-1500:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and message in errors[0], result.stderr[-1500:]
@@ -266,23 +294,29 @@ def test_a_bad_option_or_variable_stops_the_run_with_one_line(tmp_path, args, en
 
 
 @pytest.mark.parametrize("name", BROKEN_PLUGINS)
-def test_a_broken_plugin_is_named_with_file_line_and_error(tmp_path, name):
-    source, message = BROKEN_PLUGINS[name]
-    (tmp_path / name).write_text(source)
-    result = run_specs("--plugin", tmp_path / name, "--collect-only", matrix_dir=tmp_path / "reports")
+def test_a_broken_plugin_is_named_with_file_line_and_error(start_ups, name):
+    root, results = start_ups
+    _, message = BROKEN_PLUGINS[name]
+    result = results[name]
     assert result.returncode == 4, result.stdout[-1500:] + result.stderr[-1500:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and f"plug-in {tmp_path / name.split('.')[0]}" in errors[0] and message in errors[0], \
+    assert len(errors) == 1 and f"plug-in {root / name.split('.')[0]}" in errors[0] and message in errors[0], \
         result.stderr[-1500:]
     assert "INTERNALERROR" not in result.stderr + result.stdout
 
 
-def test_an_unwritable_report_directory_is_refused_before_any_spec_runs(tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    result = run_specs("--collect-only", matrix_dir=blocker / "reports")
+def test_an_unwritable_report_directory_is_refused_before_any_spec_runs(start_ups):
+    root, results = start_ups
+    result = results["unwritable"]
     assert result.returncode == 4
-    assert f"ERROR: --matrix-dir: cannot write reports to '{blocker / 'reports'}'" in result.stderr
+    assert f"ERROR: --matrix-dir: cannot write reports to '{root / 'a-file' / 'reports'}'" in result.stderr
+
+
+def test_start_ups_in_one_process_give_what_a_process_each_gives(start_ups, tmp_path):
+    """The shared process is faithful: one case run on its own prints the same error."""
+    run_alone = run_specs(*BAD_STARTS[0][0], "--collect-only", matrix_dir=tmp_path)
+    shared = start_ups[1]["bad-0"]
+    assert (run_alone.returncode, run_alone.stderr) == (shared.returncode, shared.stderr)
 
 
 # ---------------------------------------------------------------- two runs, one directory
