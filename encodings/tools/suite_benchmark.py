@@ -74,8 +74,11 @@ def measure(repeat: int, added: str) -> dict:
     count_added = len(runs["added"][0]["encoders"]) - len(base["encoders"])
     from posenc.harness import machine
 
+    from importlib.metadata import version
+
     return {
         "machine": machine.device_name("cpu"), "torch": __import__("torch").__version__,
+        "pytest": version("pytest"), "pytest_xdist": version("pytest-xdist"),
         "date": time.strftime("%Y-%m-%d"), "repeat": repeat,
         "encoders": len(base["encoders"]), "cases": len(base["cases"]),
         "serial": [r["wall"] for r in runs["serial"]], "n2": [r["wall"] for r in runs["n2"]],
@@ -92,10 +95,13 @@ def table_markdown(path: Path = MEASUREMENTS, top: int = 10) -> str:
     data = json.loads(Path(path).read_text())
     median = statistics.median
     serial, parallel, added = median(data["serial"]), median(data["n2"]), median(data["added"]["serial"])
-    per_added = (added - serial) / data["added"]["count"] if data["added"]["count"] else float("nan")
+    count = data["added"]["count"]
+    per_added = (added - serial) / count if count else float("nan")
+    per_added_n2 = (median(data["added"]["n2"]) - parallel) / count if count else float("nan")
     missing = max(0, TARGET_ENCODERS - data["encoders"])  # encoders short of the budget's count
     runs = ", ".join(f"{t:.1f}" for t in data["serial"])
-    measured = (f"Measured on {data['machine']}, torch {data['torch']}, {data['date']}: the default run with "
+    versions = f", pytest {data['pytest']}, pytest-xdist {data['pytest_xdist']}" if "pytest" in data else ""
+    measured = (f"Measured on {data['machine']}, torch {data['torch']}{versions}, {data['date']}: the default run with "
                 f"{data['encoders']} encoders ({data['cases']} test cases), "
                 + (f"median of {data['repeat']} runs each" if data["repeat"] > 1 else "one run each")
                 + ", start-up included.")
@@ -109,7 +115,9 @@ def table_markdown(path: Path = MEASUREMENTS, top: int = 10) -> str:
              f"{', '.join(f'{t:.1f}' for t in data['added']['n2'])} |",
              f"| per added RoPE, serial | {per_added:.2f} s | |",
              f"| serial at {TARGET_ENCODERS} encoders (the default run plus {missing} × per added RoPE) | "
-             f"{serial + missing * per_added:.1f} s | projected |", "",
+             f"{serial + missing * per_added:.1f} s | projected |",
+             f"| `-n 2` at {TARGET_ENCODERS} encoders (likewise, per added RoPE under `-n 2`: "
+             f"{per_added_n2:.2f} s) | {parallel + missing * per_added_n2:.1f} s | projected |", "",
              f"The {top} costliest spec families and encoders (serial, the first run; test time only):", "",
              "| spec module | s | encoder | s |", "|---|---:|---|---:|"]
     families, encoders = list(data["families"].items())[:top], list(data["per_encoder"].items())[:top]
