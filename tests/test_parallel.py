@@ -73,6 +73,24 @@ def test_each_encoders_specs_run_in_one_worker(serial_and_parallel):
     assert len(set().union(*workers.values())) == 2, workers  # and the groups are spread over both
 
 
+class _Item:
+    def __init__(self, nodeid: str, group: str | None):
+        self.nodeid, self.group = nodeid, group
+
+    def get_closest_marker(self, name):
+        return pytest.mark.xdist_group(self.group).mark if name == "xdist_group" and self.group else None
+
+
+@pytest.mark.parametrize("nodeids, warns", [
+    (["specs/test_norm.py::test_rotation_preserves_norm[rope-float32]@rope"], False),  # grouped
+    (["specs/test_norm.py::test_rotation_preserves_norm[rope-float32]"], True),  # named no group
+])
+def test_a_worker_warns_where_no_group_was_named(nodeids, warns, recwarn):
+    parallel.GroupingCheck().pytest_collection_modifyitems(None, [_Item(n, "rope") for n in nodeids] + [_Item("x", None)])
+    shown = [str(w.message) for w in recwarn.list]
+    assert bool(shown) == warns and all("pytest-xdist#1386" in m for m in shown), shown
+
+
 def test_workers_write_no_reports(serial_and_parallel):
     out, _, _ = serial_and_parallel
     assert len(list((out / "parallel" / "runs").iterdir())) == 1
