@@ -20,14 +20,32 @@ MUTATION_REPORT = pytest.StashKey[dict]()
 _WORKER_REPORT = "posenc_mutation_report"
 
 
+_TERMINAL = ("COLUMNS", "LINES")
+_CONTROLLER_TERMINAL = "tests_controller_terminal"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Under ``-n``: the terminal's variables as the controller has them, set or not."""
+    node.workerinput[_CONTROLLER_TERMINAL] = {name: os.environ.get(name) for name in _TERMINAL}
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _subprocesses_are_not_xdist_workers():
+def _subprocesses_are_not_xdist_workers(pytestconfig):
     """Under ``-n``, the spec runs these tests start are runs of their own: pytest-xdist's worker
     variables, inherited, would make pytest-benchmark switch itself off in them. They inherit the
     worker's share of the cores instead (``OMP_NUM_THREADS``): torch's default of one thread per
-    core, in every worker's spec run at once, leaves threads spinning for descheduled ones."""
+    core, in every worker's spec run at once, leaves threads spinning for descheduled ones. And
+    they see the controller's terminal: a worker has ``COLUMNS=80`` and ``LINES=24`` set, which
+    would wrap their output at 80 columns where a serial run's wraps at 100."""
     if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+    workerinput = getattr(pytestconfig, "workerinput", {})
+    for name, value in workerinput.get(_CONTROLLER_TERMINAL, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
         del os.environ[name]
 
@@ -35,8 +53,9 @@ def _subprocesses_are_not_xdist_workers():
 @pytest.fixture
 def posenc_here(capsys, monkeypatch):
     """``python -m posenc ARGS`` run in this process, as ``posenc_here(*ARGS)``: a CompletedProcess
-    (its exit code, stdout and stderr). Saves a start of Python and torch per call; tests/test_tools.py runs the real command.
-    An exception other than the exit propagates, so a test shows its traceback."""
+    (its exit code, stdout and stderr). Saves a start of Python and torch per call;
+    tests/test_tools.py runs the real command. An exception other than the exit propagates, so a
+    test shows its traceback."""
     from posenc.__main__ import main
 
     def run(*args) -> subprocess.CompletedProcess:
