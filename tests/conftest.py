@@ -38,14 +38,14 @@ def _subprocesses_are_not_xdist_workers(pytestconfig):
     core, in every worker's spec run at once, leaves threads spinning for descheduled ones. And
     they see the controller's terminal: a worker has ``COLUMNS=80`` and ``LINES=24`` set, which
     would wrap their output at 80 columns where a serial run's wraps at 100."""
-    if "PYTEST_XDIST_WORKER" in os.environ:
+    workerinput = getattr(pytestconfig, "workerinput", None)
+    if workerinput is not None:
         os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
-    workerinput = getattr(pytestconfig, "workerinput", {})
-    for name, value in workerinput.get(_CONTROLLER_TERMINAL, {}).items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+        for name, value in workerinput.get(_CONTROLLER_TERMINAL, {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
         del os.environ[name]
 

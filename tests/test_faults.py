@@ -57,13 +57,18 @@ def plugin(tmp_path: Path, name: str, fault: str) -> Path:
     return path
 
 
+def spec_environment(env: dict | None = None) -> dict:
+    """This environment without the user's POSENC_* variables, with pinned examples only, then ``env``."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    return {**environment, "POSENC_HYPOTHESIS_PROFILE": "explicit", **(env or {})}
+
+
 def run_specs(*args, matrix_dir: Path | None, env: dict | None = None, timeout: float = 600,
               background: bool = False):
     command = [sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--tb=line", *map(str, args)]
     if matrix_dir is not None:
         command += ["--matrix-dir", str(matrix_dir)]
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    environment.update({"POSENC_HYPOTHESIS_PROFILE": "explicit", **(env or {})})
+    environment = spec_environment(env)
     if background:
         return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=interruptible)
@@ -274,10 +279,8 @@ def start_ups(tmp_path_factory):
     (root / "a-file").write_text("")
     cases["unwritable"] = [["--collect-only", "--matrix-dir", str(root / "a-file" / "reports")], {}]
     (root / "cases.json").write_text(json.dumps(cases))
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    environment["POSENC_HYPOTHESIS_PROFILE"] = "explicit"
     done = subprocess.run([sys.executable, "-m", "tests.start_ups", str(root / "cases.json"), str(root / "results.json")],
-                          cwd=ROOT, env=environment, capture_output=True, text=True, preexec_fn=interruptible)
+                          cwd=ROOT, env=spec_environment(), capture_output=True, text=True, preexec_fn=interruptible)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     results = json.loads((root / "results.json").read_text())
     return root, {name: subprocess.CompletedProcess(cases[name][0], *found) for name, found in results.items()}

@@ -19,6 +19,7 @@ import tempfile
 import textwrap
 import time
 import xml.etree.ElementTree as ElementTree
+from importlib.metadata import version
 from pathlib import Path
 
 from posenc.tools import cli
@@ -73,8 +74,6 @@ def measure(repeat: int, added: str) -> dict:
             per_encoder[encoder] = per_encoder.get(encoder, 0.0) + seconds
     count_added = len(runs["added"][0]["encoders"]) - len(base["encoders"])
     from posenc.harness import machine
-
-    from importlib.metadata import version
 
     return {
         "machine": machine.device_name("cpu"), "torch": __import__("torch").__version__,
