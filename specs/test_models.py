@@ -2,40 +2,53 @@
 internals (the harness's own claims, ``specs/claims.md``, MODEL; each extends the documents' claim
 it names). ``logits(ids, positions, mask)`` is one forward pass; a cache continues a sequence.
 
-* MODEL-1 (from ROPE-4): ``logits(ids, p + c) = logits(ids, p)`` for c = 1, 1000, a window across
-  the configured maximum and one past it (relative-position models);
-* MODEL-2 (from ROPE-9): a prefill, then one token per step with the model's own cache, gives the
-  full pass's logits, across ``max_position_embeddings`` (and a scaled model's original length)
-  where that is at most :data:`DECODE_CROSSES`;
-* MODEL-3 (from ROPE-9): a prefill in chunks gives the full pass's logits;
-* MODEL-4 (from ROPE-4): rows left-padded by different counts, with their mask and the positions
-  generation derives from it (``cumsum(mask) − 1``), give each row's logits computed alone the
-  same way, in one forward and then decoding with the cache;
-* MODEL-5: a row's logits do not depend on the other rows of its batch;
+* MODEL-1 (from ROPE-4): ``logits(ids, p + c) = logits(ids, p)`` for c = 1, 1000 and a window just
+  below the model's lowest threshold (its maximum, or a scaled model's original length);
+* MODEL-2 (from ROPE-9): decoding one token a call with the model's cache gives, at step t, the
+  logits of a fresh pass on the prefix ``ids[:t + 1]`` (and of one full pass where the design
+  does not rescale by length), across the maximum where that is affordable (``model_plan``);
+* MODEL-3 (from ROPE-9): a prefill in chunks of unequal sizes gives, for each chunk, the logits
+  of a fresh pass on the prefix that ends with it;
+* MODEL-4 (from ROPE-4): a left-padded row with its mask gives the unpadded row's logits alone,
+  in the prompt and while decoding;
+* MODEL-5: a row of a left-padded batch of rows of unequal lengths gives the same padded row's
+  logits alone (batch-wide effects: a batch maximum, one row's offset for all);
 * MODEL-6 (from ROPE-11): ``model.to(bfloat16)`` and bf16 autocast keep position information: a
-  query at 3000 or 100000 after keys at 0 … 15 (in one pass at positions ``[0 … 15, p]``, and
-  decoded with the cache) is as close to the fp32 model's logits on the same path as a query
-  right after them (an angle error at long distances, θ rounded or angles formed in bf16, moves
-  it by far more than bf16's rounding of each layer); every way is judged, and named;
-* MODEL-7 (from ROPE-9): past the maximum length, finite logits (relative positions extrapolate as
-  the scaling type defines), or an error that names the limit for a table (an absolute one,
-  GPT-J's fixed sin/cos table).
+  query at 3000 or 100000 after keys at 0 … 15 is as close to the fp32 model as one right after
+  them;
+* MODEL-7 (from ROPE-9): past the maximum, the extrapolation the design defines: a window across
+  and past the maximum gives the window at 0's logits (relative positions, scaling kept), or an
+  error that names the limit (a table);
+* MODEL-8 (from ROPE-4, ROPE-9): documents packed in one row, positions from 0 in each and
+  attention kept inside each, give each document's logits alone; identical documents give
+  identical logits.
 
-Where a relation says the model answers, an error is a violation of it.
+**Two regimes.** MODEL-2 … MODEL-5 and MODEL-8 run twice: with *given* positions (the harness
+passes them) and with the model's *own* (no position ids: the model derives them from its cache
+and its mask; transformers' models through their own ``generate``). A violation names its regime;
+where a model cannot build its own positions, that regime is ``n/a`` with the reason.
+
+**Fresh state.** Every path and every reference runs on a copy of the model as built: a rotary
+that keeps state (transformers' dynamic NTK grows its base) never carries one relation's
+positions into another's reference.
 
 **Teeth.** A relation that holds counts only where it could have failed on this model: a
 position one off (the last token's) must move the logits by :data:`TEETH` tolerances, else the
 cell is ``undecided``, never ``holds``. Models without position ids (ALiBi from the mask) show it
-by the order of their tokens. A violation is reported whatever the teeth. Tolerances derive from
-the dtype: :data:`ULPS` roundings of the logits' largest magnitude.
+by the order of their tokens. Tolerances derive from the dtype: :data:`ULPS` roundings of the
+logits' largest magnitude.
 """
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
+from posenc.harness import model_plan as plan
 from posenc.harness.claims import CONTRACT
+from posenc.harness.contract import Excluded
 from posenc.harness.models import NotInConvention
 from specs import support as s
 
@@ -43,20 +56,33 @@ from specs import support as s
 ULPS = 1024
 #: A relation counts only where a position one off moves the logits this many tolerances.
 TEETH = 10
-SEQ = 16
-PADS = (0, 3, 5)
-STEPS = 3  # MODEL-4's decode steps
-CHUNK = 6
+SEQ = plan.SEQ
+PADS = (3, 5)
+STEPS = 3  # decode steps after a prompt (MODEL-4, MODEL-5)
 #: MODEL-6's query positions: right after its SEQ keys, and far from them (past 2048).
 NEAR, FAR = (SEQ, SEQ + 1, SEQ + 2), (3000, 100_000)
 #: Far from its keys, a query may be this many times further from the fp32 model than near them.
 DRIFT = 4
+GIVEN, OWN = "given", "own"
+REGIMES = {GIVEN: "with given positions", OWN: "with the model's own positions"}
+
+
+class Fresh:
+    """The model as built, kept unused: each call hands out a copy, so no path or reference runs on
+    a model whose state another call changed."""
+
+    def __init__(self, record, device):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            self.pristine = record.build(s.config(device=device, dtype=torch.float32)).to(device)
+        self.traits = self.pristine.traits
+
+    def __call__(self):
+        return copy.deepcopy(self.pristine)
 
 
 def _model(record, device):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return record.build(s.config(device=device, dtype=torch.float32)).to(device)
+    return Fresh(record, device)()
 
 
 def _ids(batch, seq, record, seed=0, device="cpu"):
@@ -75,37 +101,66 @@ class _Sequence:
         self.cache, self.length = cache, length
 
 
-def _call(model, ids, positions=None, mask=None, cache=None):
-    """The model's ``(logits in float64, sequence)``; a mask of ones unless given. The logits' own
-    dtype is kept on the model for the tolerance (:func:`_bound`)."""
+def _call(model, ids, positions=None, mask=None, cache=None, documents=None, packed=False):
+    """The model's ``(logits in float64, sequence)``; a mask of ones unless given (or packed). The
+    logits' own dtype is kept on the model for the tolerance (:func:`_bound`)."""
     held = 0 if cache is None else cache.length
-    if mask is None and model.traits.takes_attention_mask:
+    if mask is None and model.traits.takes_attention_mask and not packed:
         mask = torch.ones(ids.shape[0], held + ids.shape[1], dtype=torch.long, device=ids.device)
     positions = positions if model.traits.takes_position_ids else None
     with torch.no_grad():
         try:
             logits, returned = model(ids, position_ids=positions, attention_mask=mask,
-                                     cache=None if cache is None else cache.cache)
+                                     cache=None if cache is None else cache.cache,
+                                     **({} if documents is None else {"document_ids": documents}))
         except NotInConvention as reason:
-            pytest.skip(f"not in the model's call convention: {reason}")
+            raise Excluded(f"not in the model's call convention: {reason}") from None
     model.logits_dtype = logits.dtype
     return logits.to(torch.float64), _Sequence(returned, held + ids.shape[1])
 
 
-def _forward(model, ids, positions=None, mask=None, cache=None, what="the call"):
+def _forward(model, ids, positions=None, mask=None, cache=None, what="the call", **packing):
     """:func:`_call` where the relation says the model answers: an error violates it."""
-    return s.answered(what, lambda: _call(model, ids, positions, mask, cache))
+    return s.answered(what, lambda: _call(model, ids, positions, mask, cache, **packing))
 
 
-def _bound(reference: torch.Tensor, model=None, dtype=torch.float32) -> float:
-    """ULPS roundings of the logits' scale in ``dtype``, or in the model's logits dtype where coarser."""
+def _generate(model, ids, mask, prompt, what):
+    """The model's own decode (its ``generate``): logits of positions prompt − 1 … length − 2."""
+    def run():
+        with torch.no_grad():
+            try:
+                logits = model.generate(ids, mask, prompt)
+            except NotInConvention as reason:
+                raise Excluded(f"not in the model's call convention: {reason}") from None
+        model.logits_dtype = logits.dtype
+        return logits.to(torch.float64)
+    return s.answered(what, run)
+
+
+def _bound(reference: torch.Tensor, model=None, dtype=torch.float32, reach: int = 0) -> float:
+    """ULPS roundings of the logits' scale in ``dtype`` (or in the model's logits dtype where
+    coarser), and an angle ``p·θ`` rounded at positions up to ``reach`` (about ``reach`` roundings
+    of a radian where θ is near 1)."""
     returned = getattr(model, "logits_dtype", dtype)
     eps = max(torch.finfo(dtype).eps, torch.finfo(returned).eps if returned.is_floating_point else 0.0)
-    return ULPS * eps * max(1.0, float(reference.abs().max()))
+    return (ULPS + reach) * eps * max(1.0, float(reference.abs().max()))
 
 
 def _error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max())  # NaN compares false with every bound: a violation
+
+
+def _worst(errors: torch.Tensor) -> int:
+    return int(errors.nan_to_num(float("inf")).argmax())
+
+
+def _regime(model, regime):
+    """Positions the harness passes in this regime: a function of the given ones, or None."""
+    if regime == OWN and not model.traits.own_positions:
+        raise Excluded("the model needs its positions given (traits.own_positions=False)")
+    if regime == GIVEN and not model.traits.takes_position_ids:
+        raise Excluded("the model takes no position ids: its own positions are the only regime")
+    return (lambda positions: positions) if regime == GIVEN else (lambda positions: None)
 
 
 def _require_teeth(model, ids, positions, bound, what):
@@ -139,134 +194,235 @@ def test_a_model_answers_logits_of_its_shape_and_a_cache_that_continues(record, 
         s.violated(f"a step with the returned cache gives logits of shape {tuple(step.shape)}")
 
 
-def _shifts(record) -> list[int]:
-    """1, 1000, a window across the maximum and one past it; inside a table, only what fits."""
-    maximum = record.model.max_position
-    if record.model.table_limited:
-        return sorted({min(c, maximum - SEQ - 1) for c in (1, 1000)})  # the teeth move the last one on
-    return [1, 1000] + ([maximum - SEQ // 2, maximum + 37] if maximum else [])
+# ------------------------------------------------------------------ MODEL-1
 
 
 @pytest.mark.claim("MODEL-1", kinds=("model",))
 def test_shifting_every_position_leaves_the_logits(record, device):
-    model = _model(record, device)
-    ids = _ids(2, SEQ, record, device=device)
-    base, _ = _forward(model, ids, _positions(2, SEQ, device=device))
-    bound = _bound(base, model)
-    for shift in _shifts(record):
-        positions = _positions(2, SEQ, shift, device)
-        shifted, _ = _forward(model, ids, positions, what=f"positions {shift}…{shift + SEQ - 1}")
+    fresh = Fresh(record, device)
+    window, shifts = plan.shift_window(fresh.traits), plan.shifts(fresh.traits)
+    if record.model.table_limited:  # a table: shifts that stay inside it
+        shifts = sorted({min(c, record.model.max_position - window - 1) for c in (1, 1000)})
+    ids = _ids(2, window, record, device=device)
+    base, _ = _forward(fresh(), ids, _positions(2, window, device=device))
+    bound = _bound(base, fresh.pristine, reach=max(shifts, default=0) + window)
+    for shift in shifts:
+        shifted, _ = _forward(fresh(), ids, _positions(2, window, shift, device),
+                              what=f"positions {shift}…{shift + window - 1}")
         s.require_within(error=_error(shifted, base), bound=bound,
-                         what=f"position ids shifted by {shift} change the logits", shift=shift)
-    for shift in _shifts(record):
-        _require_teeth(model, ids, _positions(2, SEQ, shift, device), bound, f"a shift by {shift}")
+                         what=f"position ids shifted by {shift} (inside the maximum "
+                              f"{record.model.max_position}) change the logits", shift=shift)
+    for shift in shifts:
+        _require_teeth(fresh(), ids, _positions(2, window, shift, device), bound, f"a shift by {shift}")
 
 
-#: Decoding crosses the configured maximum up to this one; past it a decode of that length costs minutes.
-DECODE_CROSSES = 256
+# ------------------------------------------------------------------ MODEL-2
 
 
-def _decode_length(record) -> int:
-    """Past the configured maximum (and so past a scaled model's original length) where it is at most
-    DECODE_CROSSES, else 40; inside a table."""
-    maximum = record.model.max_position
-    if record.model.table_limited:
-        return min(40, maximum)
-    return maximum + 8 if maximum and maximum <= DECODE_CROSSES else 40
+def _prefix_logits(fresh, ids, end, place, device):
+    """A fresh pass on ``ids[:, :end]`` (given positions, or the model's own)."""
+    logits, _ = _forward(fresh(), ids[:, :end], place(_positions(ids.shape[0], end, device=device)),
+                         what=f"a fresh pass on the prefix 0…{end - 1}")
+    return logits
+
+
+def _promises_full_pass(traits, reach: int) -> bool:
+    """A fresh pass on a prefix equals the full pass's rows where no call rescales by its length."""
+    return not plan.crosses(reach, traits.rescales_at)
+
+
+def _decode(record, device, regime):
+    fresh = Fresh(record, device)
+    model = fresh()
+    place = _regime(model, regime)
+    decode = plan.decode_plan(fresh.traits)
+    ids = _ids(1, decode.length, record, seed=1, device=device)
+    if regime == OWN:
+        steps = _generate(model, ids, torch.ones_like(ids), decode.prefill, "decoding with the model's own positions")
+        at = list(range(decode.prefill - 1, decode.length - 1))
+    else:
+        logits, cache = _forward(model, ids[:, : decode.prefill], _positions(1, decode.prefill, device=device),
+                                 what=f"a prefill of {decode.prefill}")
+        rows = [logits[:, -1]]
+        for j in range(decode.prefill, decode.length):
+            step, cache = _forward(model, ids[:, j : j + 1], _positions(1, 1, j, device), cache=cache,
+                                   what=f"decoding position {j}")
+            rows.append(step[:, -1])
+        steps, at = torch.stack(rows, dim=1), list(range(decode.prefill - 1, decode.length))
+    prefixes = torch.stack([_prefix_logits(fresh, ids, j + 1, place, device)[:, -1] for j in at], dim=1)
+    bound = _bound(prefixes, model, reach=decode.length)
+    errors = (steps - prefixes).abs().amax(dim=(0, 2))
+    worst = _worst(errors)
+    s.require_within(error=float(errors[worst]), bound=bound,
+                     what=f"{REGIMES[regime]}, decode step {worst} (position {at[worst]}, after a prefill of "
+                          f"{decode.prefill}) gives other logits than a fresh pass on the prefix 0…{at[worst]} "
+                          f"(maximum {record.model.max_position})", position=at[worst], regime=regime)
+    if _promises_full_pass(fresh.traits, decode.last):
+        full, _ = _forward(fresh(), ids, place(_positions(1, decode.length, device=device)),
+                           what=f"a full pass of {decode.length}")
+        errors = (steps - full[:, at]).abs().amax(dim=(0, 2))
+        worst = _worst(errors)
+        s.require_within(error=float(errors[worst]), bound=bound,
+                         what=f"{REGIMES[regime]}, decode step {worst} (position {at[worst]}) gives other logits "
+                              f"than one full pass of {decode.length}, though it matches its prefix's",
+                         position=at[worst], regime=regime)
+    _require_teeth(fresh(), ids, _positions(1, decode.length, device=device), bound, "decoding")
 
 
 @pytest.mark.claim("MODEL-2", kinds=("model",))
-def test_decoding_token_by_token_gives_the_full_logits(record, device):
-    model = _model(record, device)
-    length, prefill = _decode_length(record), 4
-    ids = _ids(1, length, record, seed=1, device=device)
-    full, _ = _forward(model, ids, _positions(1, length, device=device), what=f"a full pass of {length}")
-    bound = _bound(full, model)
-    rows, cache = [], None
-    for start, stop in [(0, prefill), *((j, j + 1) for j in range(prefill, length))]:
-        step, cache = _forward(model, ids[:, start:stop], _positions(1, stop - start, start, device), cache=cache,
-                               what=f"decoding position {start}")
-        rows.append(step)
-    error = (torch.cat(rows, dim=1) - full).abs().amax(dim=(0, 2))
-    worst = int(error.nan_to_num(float("inf")).argmax())
-    s.require_within(error=float(error[worst]), bound=bound,
-                     what=f"prefill of {prefill}, then decoding one token per step to {length} gives other logits "
-                          f"than one full pass (worst at position {worst}; maximum {record.model.max_position})",
-                     position=worst)
-    _require_teeth(model, ids, _positions(1, length, device=device), bound, "decoding")
+def test_decoding_matches_each_prefix_with_given_positions(record, device):
+    _decode(record, device, GIVEN)
+
+
+@pytest.mark.claim("MODEL-2", kinds=("model",))
+def test_decoding_matches_each_prefix_with_own_positions(record, device):
+    _decode(record, device, OWN)
+
+
+# ------------------------------------------------------------------ MODEL-3
+
+
+def _chunks(record, device, regime):
+    fresh = Fresh(record, device)
+    model = fresh()
+    place = _regime(model, regime)
+    sizes = plan.chunk_plan(fresh.traits)
+    length = sum(sizes)
+    ids = _ids(1, length, record, seed=2, device=device)
+    cache, start, judged = None, 0, []
+    for size in sizes:
+        logits, cache = _forward(model, ids[:, start : start + size], place(_positions(1, size, start, device)),
+                                 cache=cache, what=f"the chunk {start}…{start + size - 1}")
+        judged.append((start, start + size, logits))
+        start += size
+    bound = None
+    for k, (begin, end, logits) in enumerate(judged):
+        reference = _prefix_logits(fresh, ids, end, place, device)[:, begin:end]
+        bound = bound or _bound(reference, model, reach=length)
+        s.require_within(error=_error(logits, reference), bound=bound,
+                         what=f"{REGIMES[regime]}, chunk {k} ({begin}…{end - 1}, chunk sizes {sizes}) gives other "
+                              f"logits than a fresh pass on the prefix 0…{end - 1}", chunk=k, regime=regime)
+    if _promises_full_pass(fresh.traits, length - 1):
+        full, _ = _forward(fresh(), ids, place(_positions(1, length, device=device)), what=f"a full pass of {length}")
+        chunked = torch.cat([logits for _, _, logits in judged], dim=1)
+        s.require_within(error=_error(chunked, full), bound=bound,
+                         what=f"{REGIMES[regime]}, a prefill in chunks of {sizes} gives other logits than one full "
+                              "pass, though each chunk matches its prefix's", regime=regime)
+    _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill")
 
 
 @pytest.mark.claim("MODEL-3", kinds=("model",))
-def test_a_prefill_in_chunks_gives_the_full_logits(record, device):
-    model = _model(record, device)
-    length = _decode_length(record)
-    ids = _ids(1, length, record, seed=2, device=device)
-    full, _ = _forward(model, ids, _positions(1, length, device=device), what=f"a full pass of {length}")
-    bound = _bound(full, model)
-    rows, cache = [], None
-    for start in range(0, length, CHUNK):
-        chunk = ids[:, start : start + CHUNK]
-        logits, cache = _forward(model, chunk, _positions(1, chunk.shape[1], start, device), cache=cache,
-                                 what=f"the chunk at {start}")
-        rows.append(logits)
-    s.require_within(error=_error(torch.cat(rows, dim=1), full), bound=bound,
-                     what=f"a prefill in chunks of {CHUNK} gives other logits than one full pass")
-    _require_teeth(model, ids, _positions(1, length, device=device), bound, "a chunked prefill")
+def test_a_chunked_prefill_matches_each_prefix_with_given_positions(record, device):
+    _chunks(record, device, GIVEN)
 
 
-def _prefill_then_decode(model, ids, positions, mask, prompt: int):
-    """Logits of a prompt of ``prompt`` tokens, then of each later token decoded with the cache."""
-    logits, cache = _forward(model, ids[:, :prompt], positions[:, :prompt], mask[:, :prompt])
+@pytest.mark.claim("MODEL-3", kinds=("model",))
+def test_a_chunked_prefill_matches_each_prefix_with_own_positions(record, device):
+    _chunks(record, device, OWN)
+
+
+# ------------------------------------------------------------------ MODEL-4 and MODEL-5
+
+
+def _prompt_then_decode(model, ids, mask, prompt: int, regime, what):
+    """The logits of a prompt of ``prompt`` columns, then of each later token decoded with the cache
+    (positions ``cumsum(mask) − 1`` given, or the model's own), one per column but the last."""
+    place = _regime(model, regime)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits, cache = _forward(model, ids[:, :prompt], place(positions[:, :prompt]), mask[:, :prompt],
+                             what=f"{what}: its prompt")
+    if regime == OWN:
+        return torch.cat((logits[:, :-1], _generate(model, ids, mask, prompt, f"{what}: decoding")), dim=1)
     steps = [logits]
-    for j in range(prompt, ids.shape[1]):
-        step, cache = _forward(model, ids[:, j : j + 1], positions[:, j : j + 1], mask[:, : j + 1], cache)
+    for j in range(prompt, ids.shape[1] - 1):
+        step, cache = _forward(model, ids[:, j : j + 1], place(positions[:, j : j + 1]), mask[:, : j + 1], cache,
+                               what=f"{what}: decoding column {j}")
         steps.append(step)
     return torch.cat(steps, dim=1)
 
 
-@pytest.mark.claim("MODEL-4", kinds=("model",))
-def test_left_padding_with_its_mask_gives_the_unpadded_logits(record, device):
-    """The reference is each row computed alone the same way (its prompt, then the same decode
-    steps), so the relation sees the padding, not the cache (MODEL-2 judges that)."""
-    model = _model(record, device)
-    if not model.traits.takes_attention_mask:
-        pytest.skip("the model takes no attention mask")
-    rows = [_ids(1, SEQ - pad + STEPS, record, seed=10 + pad, device=device) for pad in PADS]
-    ones = [torch.ones_like(row) for row in rows]
-    alone = [_prefill_then_decode(model, row, _positions(1, row.shape[1], device=device), one, SEQ - pad)
-             for row, one, pad in zip(rows, ones, PADS, strict=True)]
-    bound = _bound(torch.cat(alone, dim=1), model)
-    zeros = [torch.zeros(1, pad, dtype=torch.long, device=device) for pad in PADS]
+def _left_padded(rows, device):
+    """Rows of unequal lengths left-padded to the longest: ``(ids, mask, pads)``."""
+    longest = max(row.shape[1] for row in rows)
+    pads = [longest - row.shape[1] for row in rows]
+    zeros = [torch.zeros(1, pad, dtype=torch.long, device=device) for pad in pads]
     ids = torch.cat([torch.cat((zero, row), dim=1) for zero, row in zip(zeros, rows, strict=True)])
-    mask = torch.cat([torch.cat((zero, one), dim=1) for zero, one in zip(zeros, ones, strict=True)])
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    padded = _prefill_then_decode(model, ids, positions, mask, SEQ)
-    for r, pad in enumerate(PADS):
-        error = (padded[r, pad:] - alone[r][0]).abs().amax(dim=-1)
-        worst = int(error.nan_to_num(float("inf")).argmax())
-        when = "in the prompt" if worst < SEQ - pad else f"at decode step {worst - (SEQ - pad) + 1}"
-        s.require_within(error=float(error[worst]), bound=bound,
-                         what=f"a row left-padded by {pad} (batch pads {list(PADS)}) gives other logits than alone, "
-                              f"{when}", pad=pad)
-    _require_teeth(model, rows[0], _positions(1, rows[0].shape[1], device=device), bound, "left padding")
+    mask = torch.cat([torch.cat((zero, torch.ones_like(row)), dim=1) for zero, row in zip(zeros, rows, strict=True)])
+    return ids, mask, pads
+
+
+def _padding(record, device, regime):
+    """The reference is the unpadded row alone, computed the same way (its prompt, then the same
+    decode steps), so the relation sees the padding, not the cache (MODEL-2 judges that)."""
+    fresh = Fresh(record, device)
+    if not fresh.traits.takes_attention_mask:
+        raise Excluded("the model takes no attention mask: no padding")
+    _regime(fresh.pristine, regime)
+    prompt = plan.padded_prompt(fresh.traits)
+    for pad in PADS:
+        row = _ids(1, prompt - pad + STEPS, record, seed=10 + pad, device=device)
+        alone = _prompt_then_decode(fresh(), row, torch.ones_like(row), prompt - pad, regime, "the row alone")
+        bound = _bound(alone, fresh.pristine)
+        zeros = torch.zeros(1, pad, dtype=torch.long, device=device)
+        ids, mask = torch.cat((zeros, row), dim=1), torch.cat((zeros, torch.ones_like(row)), dim=1)
+        padded = _prompt_then_decode(fresh(), ids, mask, prompt, regime, f"the row left-padded by {pad}")
+        errors = (padded[0, pad:] - alone[0]).abs().amax(dim=-1)
+        worst = _worst(errors)
+        when = "in the prompt" if worst < prompt - pad else f"at decode step {worst - (prompt - pad) + 1}"
+        s.require_within(error=float(errors[worst]), bound=bound,
+                         what=f"{REGIMES[regime]}, a row left-padded by {pad} gives other logits than alone, {when}",
+                         pad=pad, regime=regime)
+    _require_teeth(fresh(), row, _positions(1, row.shape[1], device=device), bound, "left padding")
+
+
+@pytest.mark.claim("MODEL-4", kinds=("model",))
+def test_a_left_padded_row_matches_the_row_alone_with_given_positions(record, device):
+    _padding(record, device, GIVEN)
+
+
+@pytest.mark.claim("MODEL-4", kinds=("model",))
+def test_a_left_padded_row_matches_the_row_alone_with_own_positions(record, device):
+    _padding(record, device, OWN)
+
+
+def _batch(record, device, regime):
+    """Rows of unequal lengths, left-padded to the longest (no padding where the model takes no
+    mask: rows of one length), each compared with the same padded row alone."""
+    fresh = Fresh(record, device)
+    _regime(fresh.pristine, regime)
+    lengths = plan.batch_lengths(fresh.traits)
+    if not fresh.traits.takes_attention_mask:
+        lengths = [lengths[0]] * len(lengths)
+    rows = [_ids(1, n + STEPS, record, seed=20 + k, device=device) for k, n in enumerate(lengths)]
+    ids, mask, pads = _left_padded(rows, device)
+    prompt = ids.shape[1] - STEPS
+    batch = _prompt_then_decode(fresh(), ids, mask, prompt, regime, f"a batch of {len(rows)} rows")
+    bound = None
+    for r, pad in enumerate(pads):
+        alone = _prompt_then_decode(fresh(), ids[r : r + 1], mask[r : r + 1], prompt, regime, f"row {r} alone")
+        bound = bound or _bound(alone, fresh.pristine)
+        errors = (batch[r, pad:] - alone[0, pad:]).abs().amax(dim=-1)
+        worst = _worst(errors)
+        when = "in the prompt" if worst + pad < prompt else f"at decode step {worst + pad - prompt + 1}"
+        s.require_within(error=float(errors[worst]), bound=bound,
+                         what=f"{REGIMES[regime]}, row {r} (left-padded by {pad}) of a batch of rows of lengths "
+                              f"{[n + STEPS for n in lengths]} gives other logits than the same row alone, {when}",
+                         row=r, regime=regime)
+    longest = max(rows, key=lambda row: row.shape[1])
+    _require_teeth(fresh(), longest, _positions(1, longest.shape[1], device=device), bound, "a batch")
 
 
 @pytest.mark.claim("MODEL-5", kinds=("model",))
-def test_batch_rows_are_independent(record, device):
-    model = _model(record, device)
-    row = _ids(1, SEQ, record, seed=20, device=device)
-    alone, _ = _forward(model, row, _positions(1, SEQ, device=device))
-    bound = _bound(alone, model)
-    for companions in (_ids(2, SEQ, record, seed=21, device=device), _ids(3, SEQ, record, seed=22, device=device)):
-        batch = torch.cat((companions[:1], row, companions[1:]))
-        logits, _ = _forward(model, batch, _positions(batch.shape[0], SEQ, device=device))
-        s.require_within(error=_error(logits[1], alone[0]), bound=bound,
-                         what=f"a row's logits change with the other rows of its batch (batch of {batch.shape[0]})",
-                         batch=batch.shape[0])
-    changed, _ = _forward(model, torch.cat((row[:, :-1], (row[:, -1:] + 1) % record.model.vocab_size), dim=1),
-                          _positions(1, SEQ, device=device))
-    if not _error(changed[:, -1], alone[:, -1]) >= TEETH * bound:
-        s.undecided("no teeth: the last token's logits barely depend on the last token")
+def test_batch_rows_are_independent_with_given_positions(record, device):
+    _batch(record, device, GIVEN)
+
+
+@pytest.mark.claim("MODEL-5", kinds=("model",))
+def test_batch_rows_are_independent_with_own_positions(record, device):
+    _batch(record, device, OWN)
+
+
+# ------------------------------------------------------------------ MODEL-6
 
 
 def _query_after_keys(model, ids, position):
@@ -289,15 +445,18 @@ def test_bf16_keeps_position_information_past_2048(record, device):
     to bf16 or angles formed in bf16 move the logits by radians, where bf16's own rounding of each
     layer moves them as much as near the keys. (Shifting a whole window would not show it: a
     rounded θ keeps the window's relative geometry.) Each way is compared with the fp32 model on
-    the same path, one pass or decoded, so a wrong cache path is MODEL-2's to blame."""
-    reference = _model(record, device)
+    the same path, one pass or decoded, so a wrong cache path is MODEL-2's to blame. Every query
+    runs on a fresh copy of the model."""
+    fresh = Fresh(record, device)
     ids = _ids(1, SEQ + 1, record, seed=30, device=device)
     cap = record.model.max_position - 2 if record.model.table_limited else None  # p + 1 inside the table
     far = sorted({min(p, cap) if cap else p for p in FAR})
     paths = {"in one pass": _query_after_keys, "decoded with the cache": _query_decoded_after_keys}
-    exact = {(path, p): query(reference, ids, p) for path, query in paths.items() for p in (*NEAR, *far)}
-    cast = _model(record, device).to(torch.bfloat16)
+    exact = {(path, p): query(fresh(), ids, p) for path, query in paths.items() for p in (*NEAR, *far)}
     autocast_device = "cuda" if str(device).startswith("cuda") else "cpu"
+
+    def cast():
+        return fresh().to(torch.bfloat16)
 
     def under_autocast(query):
         def run(model, ids, p):
@@ -306,10 +465,10 @@ def test_bf16_keeps_position_information_past_2048(record, device):
         return run
 
     ways = {**{f"model.to(torch.bfloat16), {path}": (cast, query, path) for path, query in paths.items()},
-            **{f"bf16 autocast, {path}": (reference, under_autocast(query), path) for path, query in paths.items()}}
+            **{f"bf16 autocast, {path}": (fresh, under_autocast(query), path) for path, query in paths.items()}}
     noises, lost = {}, []
-    for how, (model, query, path) in ways.items():
-        distance = {p: _error(query(model, ids, p), exact[path, p]) for p in (*NEAR, *far)}
+    for how, (make, query, path) in ways.items():
+        distance = {p: _error(query(make(), ids, p), exact[path, p]) for p in (*NEAR, *far)}
         noise = noises[how] = max(max(distance[p] for p in NEAR),
                                   torch.finfo(torch.bfloat16).eps * float(exact[path, NEAR[0]].abs().max()))
         worst = max(far, key=lambda p: distance[p] if distance[p] == distance[p] else float("inf"))
@@ -320,30 +479,109 @@ def test_bf16_keeps_position_information_past_2048(record, device):
         s.violated(f"far from its keys at 0…{SEQ - 1}, the rotation lost precision under "
                    f"{'; '.join(how for how, _ in lost)}: {lost[0][1]}",
                    **{how: said for how, said in lost})
-    moved = max(_error(_query_after_keys(reference, ids, p + 1), exact["in one pass", p]) for p in far)
+    moved = max(_error(_query_after_keys(fresh(), ids, p + 1), exact["in one pass", p]) for p in far)
     for how, noise in noises.items():
         if not moved >= 2 * DRIFT * noise:
             s.undecided(f"no teeth for {how}: a query one position further, far from its keys, moves the logits by "
                         f"{moved:.2e}, under {2 * DRIFT} times bf16's own distance ({noise:.2e})")
 
 
+# ------------------------------------------------------------------ MODEL-7
+
+
 @pytest.mark.claim("MODEL-7", kinds=("model",), requires=lambda r: r.model.max_position is not None)
 def test_past_the_maximum_length(record, device):
-    model = _model(record, device)
+    """Relative positions: windows across and past the maximum give the window at 0's logits (a
+    table clamped at its end, or a scaling factor dropped past the maximum, does not). A table: an
+    error that names the limit. A model without position ids: a sequence past the maximum."""
+    fresh = Fresh(record, device)
     maximum = record.model.max_position
-    by_ids = model.traits.takes_position_ids
-    ids = _ids(1, SEQ if by_ids else maximum + 8, record, seed=40, device=device)
-    positions = _positions(1, SEQ, maximum - SEQ // 2, device) if by_ids else None
-    where = f"positions {maximum - SEQ // 2}…{maximum + SEQ // 2 - 1}" if by_ids else f"{maximum + 8} tokens"
-    try:
-        logits, _ = _call(model, ids, positions)
-    except Exception as error:  # noqa: BLE001 - an error is the documented behaviour of a table
-        if any(w in str(error).lower() for w in s.LIMIT_WORDS):
-            return  # a clear error: it names the limit
-        s.violated(f"{where}, past the maximum {maximum}: {type(error).__name__} that names no limit: "
-                   f"{str(error)[:120]}", max_position=maximum)
+    if not fresh.traits.takes_position_ids:
+        ids = _ids(1, maximum + 8, record, seed=40, device=device)
+        where, calls = f"{maximum + 8} tokens", [(ids, None)]
+    else:
+        ids = _ids(1, SEQ, record, seed=40, device=device)
+        starts = plan.past_windows(fresh.traits)
+        calls = [(ids, _positions(1, SEQ, start, device)) for start in starts]
+        where = " and ".join(f"positions {start}…{start + SEQ - 1}" for start in starts)
+    answers = []
+    for call_ids, positions in calls:
+        try:
+            logits, _ = _call(fresh(), call_ids, positions)
+        except Excluded:
+            raise
+        except Exception as error:  # noqa: BLE001 - an error is the documented behaviour of a table
+            if any(w in str(error).lower() for w in s.LIMIT_WORDS):
+                return  # a clear error: it names the limit
+            s.violated(f"{where}, past the maximum {maximum}: {type(error).__name__} that names no limit: "
+                       f"{str(error)[:120]}", max_position=maximum)
+        answers.append((positions, logits))
     if record.model.table_limited:
         s.violated(f"{where} cross the table of {maximum} rows and the model answers instead of raising: a "
                    "clamped or wrapped table", max_position=maximum)
-    if not bool(torch.isfinite(logits).all()):
-        s.violated(f"{where}, past the maximum {maximum}: the logits are not finite", max_position=maximum)
+    for positions, logits in answers:
+        if not bool(torch.isfinite(logits).all()):
+            s.violated(f"{where}, past the maximum {maximum}: the logits are not finite", max_position=maximum)
+    if not fresh.traits.takes_position_ids or fresh.traits.positions != "relative":
+        return
+    inside, _ = _forward(fresh(), ids, _positions(1, SEQ, device=device), what="the window at 0")
+    bound = _bound(inside, fresh.pristine, reach=int(max(int(p.max()) for p, _ in answers)))
+    for positions, logits in answers:
+        start = int(positions[0, 0])
+        s.require_within(error=_error(logits, inside), bound=bound,
+                         what=f"past the maximum {maximum}, the window at {start}…{start + SEQ - 1} gives other logits "
+                              "than the window at 0 (relative positions extrapolate with the same geometry)",
+                         start=start, max_position=maximum)
+    for positions, _ in answers:
+        _require_teeth(fresh(), ids, positions, bound, f"the window at {int(positions[0, 0])}")
+
+
+# ------------------------------------------------------------------ MODEL-8
+
+
+def _packing(record, device, regime):
+    """Documents A, B, A packed in one row: each document's logits as it gives them alone, and the
+    two copies of A alike. transformers takes the documents as position ids that restart (no mask,
+    no cache); a model of ``packing="document_ids"`` takes ``document_ids`` too."""
+    fresh = Fresh(record, device)
+    if fresh.traits.packing == "none":
+        raise Excluded("the model declares no way to pack documents")
+    place = _regime(fresh.pristine, regime)
+    lengths = plan.documents(fresh.traits)
+    first, second = (_ids(1, n, record, seed=50 + k, device=device) for k, n in enumerate(lengths[:2]))
+    documents = [first, second, first.clone()]
+    ids = torch.cat(documents, dim=1)
+    restarting = torch.cat([_positions(1, d.shape[1], device=device) for d in documents], dim=1)
+    if regime == OWN and fresh.traits.packing == "positions":
+        raise Excluded("the model tells documents by position ids that restart: they are given, never its own")
+    which = torch.cat([torch.full((1, d.shape[1]), k, device=device) for k, d in enumerate(documents)], dim=1)
+    packed, _ = _forward(fresh(), ids, place(restarting), what=f"documents of {list(lengths)} packed in one row",
+                         packed=True, documents=which if fresh.traits.packing == "document_ids" else None)
+    start, alone = 0, []
+    for k, document in enumerate(documents):
+        logits, _ = _forward(fresh(), document, place(_positions(1, document.shape[1], device=device)),
+                             what=f"document {k} alone")
+        alone.append((start, logits))
+        start += document.shape[1]
+    bound = _bound(torch.cat([logits for _, logits in alone], dim=1), fresh.pristine)
+    for k, (begin, logits) in enumerate(alone):
+        errors = (packed[0, begin : begin + logits.shape[1]] - logits[0]).abs().amax(dim=-1)
+        worst = _worst(errors)
+        s.require_within(error=float(errors[worst]), bound=bound,
+                         what=f"{REGIMES[regime]}, document {k} packed at {begin} (documents of {list(lengths)}) "
+                              f"gives other logits than alone, worst at its token {worst}", document=k, regime=regime)
+    copies = _error(packed[0, : lengths[0]], packed[0, -lengths[2] :])
+    s.require_within(error=copies, bound=bound,
+                     what=f"{REGIMES[regime]}, two identical documents in one pack give different logits",
+                     regime=regime)
+    _require_teeth(fresh(), first, _positions(1, first.shape[1], device=device), bound, "packing")
+
+
+@pytest.mark.claim("MODEL-8", kinds=("model",))
+def test_packed_documents_match_each_document_alone_with_given_positions(record, device):
+    _packing(record, device, GIVEN)
+
+
+@pytest.mark.claim("MODEL-8", kinds=("model",))
+def test_packed_documents_match_each_document_alone_with_own_positions(record, device):
+    _packing(record, device, OWN)

@@ -27,16 +27,41 @@ ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
 #: transformers' architectures whose ``model.to(torch.bfloat16)`` rounds the rotary ``inv_freq`` buffer, so
 #: that a query far from its keys turns by the wrong angles (MODEL-6); dynamic NTK recomputes θ in float32.
 MODEL_CAST_ROUNDS_FREQUENCIES = ("lm_llama", "lm_llama_linear", "lm_llama_yarn", "lm_llama3", "lm_mistral",
-                                 "lm_mixtral", "lm_qwen2", "lm_phi3_longrope", "lm_qwen3", "lm_gemma", "lm_gemma2", "lm_gemma3", "lm_gpt_neox",
+                                 "lm_mixtral", "lm_qwen2", "lm_phi3_longrope", "lm_qwen3", "lm_gemma", "lm_gemma2",
+                                 "lm_gemma3", "lm_gpt_neox",
                                  "lm_falcon", "lm_stablelm", "lm_olmo2", "lm_cohere", "lm_starcoder2", "lm_deepseek_v3")
+#: The same cast rounding on the unusual architectures, and on dynamic NTK at a realistic maximum
+#: (4096): its θ is recomputed in float32 only past the maximum, so a query at 3000 turns with the
+#: rounded buffer (the tiny maximum of 32 hid this).
+MODEL_CAST_ROUNDS_MORE = ("lm_llama_dynamic_4k", "lm_phi3_longrope_4k", "lm_smollm3", "lm_exaone4", "lm_cohere2",
+                          "lm_gpt_oss", "lm_deepseek_v2", "lm_minicpm3", "lm_bamba", "lm_falcon_h1",
+                          "lm_granitemoehybrid", "lm_qwen3_next", "lm_lfm2", "lm_glm", "lm_glm4", "lm_ernie4_5",
+                          "lm_persimmon", "lm_hunyuan_ntk_alpha", "lm_olmo3", "lm_gemma3n_text", "lm_seed_oss",
+                          "lm_apertus", "lm_arcee", "lm_dots1")
 #: Past ``n_positions`` / ``max_seq_len`` an error that names no limit (MODEL-7).
 MODEL_UNCLEAR_LIMIT = ("lm_gpt2", "lm_gptj", "lm_mpt")
+#: A cache kept across a rescaling threshold: dynamic NTK's keys keep the base of their call, and
+#: Phi-3's longrope keeps short-factor keys (its generate drops the cache; a forward with a cache
+#: does not): a decode step (MODEL-2) and a chunk (MODEL-3) past it differ from a fresh pass on
+#: their prefix (transformers #25104's class).
+MODEL_STALE_CACHE = ("lm_llama_dynamic", "lm_llama_dynamic_4k", "lm_phi3_longrope", "lm_phi3_longrope_4k")
+#: Bamba: a chunk that continues a cache without position ids differs from the full pass; with
+#: position ids it matches (the model's own positions of a multi-token continuation).
+MODEL_OWN_CHUNK_POSITIONS = ("lm_bamba",)
+#: gpt-oss: its mask ignores position ids that restart, so packed documents attend each other.
+MODEL_PACKING_IGNORED = ("lm_gpt_oss",)
 MODEL_FINDINGS: frozenset[tuple[str, str]] = frozenset({
-    *{(name, "MODEL-6") for name in MODEL_CAST_ROUNDS_FREQUENCIES},
+    *{(name, "MODEL-6") for name in (*MODEL_CAST_ROUNDS_FREQUENCIES, *MODEL_CAST_ROUNDS_MORE)},
     *{(name, "MODEL-7") for name in MODEL_UNCLEAR_LIMIT},
+    *{(name, claim) for name in MODEL_STALE_CACHE for claim in ("MODEL-2", "MODEL-3")},
+    *{(name, "MODEL-3") for name in MODEL_OWN_CHUNK_POSITIONS},
+    *{(name, "MODEL-8") for name in MODEL_PACKING_IGNORED},
 })
-#: Cells no run can decide here, with why: the relation shows no teeth on that model (none today).
-MODEL_UNDECIDED: dict[tuple[str, str], str] = {}
+#: Cells no run can decide here, with why: the relation shows no teeth on that model.
+MODEL_UNDECIDED: dict[tuple[str, str], str] = {
+    ("lm_llama4_text", "MODEL-6"): "chunked attention of 8 and a NoPE layer: a query far from its keys attends "
+                                   "only its own chunk, so its distance to them moves nothing",
+}
 #: The model records the model run selects, and the matrix of its last run kept for the docs.
 MODEL_ENCODERS = "lm_*"
 MODEL_MEASURED = "docs/measurements/model-matrix.json"

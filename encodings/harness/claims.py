@@ -58,13 +58,14 @@ CLAIMS: dict[str, str] = {
     "PATH-2": "decoding against cached keys = full sequence (harness)",
     "PATH-3": "module.to(dtype) keeps the frequencies (harness)",
     # The harness's relations of a whole model around its RoPE (specs/test_models.py).
-    "MODEL-1": "shifting every position id leaves the logits unchanged (harness, from ROPE-4)",
-    "MODEL-2": "prefill, then decode token by token with the cache = one full pass (harness, from ROPE-9)",
-    "MODEL-3": "a prefill in chunks = one full pass (harness, from ROPE-9)",
-    "MODEL-4": "a left-padded row with its mask = the unpadded row, forward and decode (harness, from ROPE-4)",
-    "MODEL-5": "batch rows are independent (harness)",
+    "MODEL-1": "shifting every position id (inside the maximum) leaves the logits unchanged (harness, from ROPE-4)",
+    "MODEL-2": "decoding token by token with the cache = a fresh pass on each prefix (harness, from ROPE-9)",
+    "MODEL-3": "a prefill in chunks of unequal sizes = a fresh pass on each prefix (harness, from ROPE-9)",
+    "MODEL-4": "a left-padded row with its mask = the unpadded row alone, forward and decode (harness, from ROPE-4)",
+    "MODEL-5": "a row of a padded batch of unequal rows = the same row alone, forward and decode (harness)",
     "MODEL-6": "model.to(bf16) and bf16 autocast keep position information past 2048 (harness, from ROPE-11)",
-    "MODEL-7": "past the maximum length: finite logits, or an error for an absolute table (harness, from ROPE-9)",
+    "MODEL-7": "past the maximum: the design's extrapolation, or an error naming the limit (harness, from ROPE-9)",
+    "MODEL-8": "documents packed in one row = each document alone (harness, from ROPE-4 and ROPE-9)",
 }
 #: The model relations: the harness's own, each derived from the documents' claim it names.
 MODEL_CLAIMS = tuple(c for c in CLAIMS if c.startswith("MODEL-"))

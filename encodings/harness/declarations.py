@@ -91,7 +91,7 @@ def model_claims(overrides=None) -> dict:
 def model_claims_for(traits, overrides=None) -> dict:
     """:func:`model_claims` with what ``traits`` exclude declared ``n/a``: shifts and bf16 far
     queries need position ids, padding needs a mask, a shift means nothing to absolute positions,
-    and MODEL-7 needs a maximum."""
+    MODEL-7 needs a maximum and MODEL-8 a declared way to pack documents."""
     excluded = {}
     if not traits.takes_position_ids:
         excluded["MODEL-1"] = excluded["MODEL-6"] = not_applicable("the model takes no position ids")
@@ -101,4 +101,6 @@ def model_claims_for(traits, overrides=None) -> dict:
         excluded["MODEL-4"] = not_applicable("the model takes no attention mask: no padding")
     if traits.max_position is None:
         excluded["MODEL-7"] = not_applicable("the model has no maximum length")
+    if traits.packing == "none":
+        excluded["MODEL-8"] = not_applicable("the model declares no way to pack documents (traits.packing)")
     return model_claims({**excluded, **(overrides or {})})

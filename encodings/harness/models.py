@@ -2,11 +2,17 @@
 
 Every model is seen through one convention::
 
-    logits, cache = subject(input_ids, position_ids=None, attention_mask=None, cache=None)
+    logits, cache = subject(input_ids, position_ids=None, attention_mask=None, cache=None,
+                            document_ids=None)
 
 ``cache=None`` starts a new sequence; passing the returned cache continues it (a decode step, or
 the next chunk of a prefill); ``attention_mask`` covers the cache and the new tokens, as
-transformers takes it. Adapters map a model's own convention onto it:
+transformers takes it. ``position_ids=None`` is the model's *own* regime: it derives its
+positions itself, from the cache's length while continuing and from the mask under padding.
+``document_ids`` marks documents packed in one row (MODEL-8) for a model that takes them.
+``subject.generate(ids, mask, prompt)`` decodes ``ids[:, prompt:]`` one token at a time after a
+prompt, the model choosing every position; it returns the logits of the prompt's last token and
+of each decoded token but the last. Adapters map a model's own convention onto it:
 
 * :class:`HFCausalLM`: transformers' ``*ForCausalLM`` (``position_ids=``, ``attention_mask=``,
   a ``DynamicCache``);
@@ -40,8 +46,19 @@ class ModelSubject(nn.Module):
         super().__init__()
         self.model, self.traits = model.eval(), traits
 
-    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):  # pragma: no cover
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None,
+                document_ids=None):  # pragma: no cover
         raise NotImplementedError
+
+    def generate(self, input_ids, attention_mask, prompt: int) -> torch.Tensor:
+        """Decode ``input_ids[:, prompt:]`` one token a call after the prompt, positions the model's
+        own: (batch, length − prompt, vocabulary) logits, those of position prompt − 1 first."""
+        logits, cache = self(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt])
+        steps = [logits[:, -1]]
+        for j in range(prompt, input_ids.shape[1] - 1):
+            logits, cache = self(input_ids[:, j : j + 1], attention_mask=attention_mask[:, : j + 1], cache=cache)
+            steps.append(logits[:, -1])
+        return torch.stack(steps, dim=1)
 
 
 def _logits(out) -> torch.Tensor:
@@ -61,20 +78,58 @@ class HFCausalLM(ModelSubject):
         self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
         self.takes_position_ids = "position_ids" in parameters
 
-    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
         from transformers import DynamicCache
 
-        arguments = {"input_ids": input_ids, "use_cache": True}
+        if document_ids is not None:
+            raise NotInConvention("transformers tells packed documents by position ids that restart, not by ids")
+        # transformers detects packed documents only without a cache and a mask (a training call)
+        packed = cache is None and attention_mask is None and position_ids is not None and self._packed(position_ids)
+        arguments = {"input_ids": input_ids, "use_cache": not packed}
+        if position_ids is None and self.takes_position_ids and attention_mask is not None \
+                and not bool(attention_mask.bool().all()):
+            # Under padding transformers' forward counts from the cache alone; its generation derives
+            # the positions from the mask (the model's own code, as generate runs it).
+            position_ids = self.model._prepare_position_ids_for_generation(
+                input_ids, {"attention_mask": attention_mask})[:, -input_ids.shape[1]:]
         if position_ids is not None:
             if not self.takes_position_ids:
                 raise NotInConvention(f"{type(self.model).__name__} takes no position_ids")
             arguments["position_ids"] = position_ids
         if attention_mask is not None:
             arguments["attention_mask"] = attention_mask
-        arguments[self.cache_argument] = DynamicCache(config=self.model.config) if cache is None else cache
+        if arguments["use_cache"]:
+            arguments[self.cache_argument] = DynamicCache(config=self.model.config) if cache is None else cache
         out = self.model(**arguments)
         returned = getattr(out, "cache", None)
-        return out.logits, returned if returned is not None else out.past_key_values
+        return out.logits, returned if returned is not None else getattr(out, "past_key_values", None)
+
+    @staticmethod
+    def _packed(position_ids) -> bool:
+        """Position ids that restart inside a row: transformers' packed format (no cache, no mask)."""
+        return position_ids.dim() == 2 and bool((position_ids.diff(dim=-1) != 1).any())
+
+    def generate(self, input_ids, attention_mask, prompt: int) -> torch.Tensor:
+        """transformers' own ``generate`` (greedy, each next token forced to ``input_ids``'), so that
+        its position logic runs: positions from the mask, the cache's length, a model's own
+        ``prepare_inputs_for_generation``."""
+        from transformers import LogitsProcessor, LogitsProcessorList
+
+        wanted = input_ids[:, prompt:]
+
+        class Forced(LogitsProcessor):
+            def __call__(self, ids, scores):
+                forced = torch.full_like(scores, float("-inf"))
+                return forced.scatter(1, wanted[:, ids.shape[1] - prompt : ids.shape[1] - prompt + 1], 0.0)
+
+        steps = input_ids.shape[1] - prompt
+        out = self.model.generate(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt],
+                                  max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                  logits_processor=LogitsProcessorList([Forced()]), output_logits=True,
+                                  return_dict_in_generate=True, pad_token_id=0, eos_token_id=None)
+        if not torch.equal(out.sequences[:, prompt:], wanted):
+            raise RuntimeError("generate did not follow the forced tokens")
+        return torch.stack(out.logits, dim=1)
 
 
 @dataclass
@@ -90,7 +145,9 @@ class InputPosLM(ModelSubject):
 
     RESETS = ("reset_cache", "reset_caches", "clear_cache")
 
-    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        if document_ids is not None:
+            raise NotInConvention(f"{type(self.model).__name__} takes no documents (input_pos convention)")
         if attention_mask is not None and not bool(attention_mask.bool().all()):
             raise NotInConvention(f"{type(self.model).__name__} takes no attention mask (input_pos convention)")
         start = 0 if cache is None else cache.length
@@ -109,8 +166,18 @@ class InputPosLM(ModelSubject):
 class TupleLM(ModelSubject):
     """A model that already answers ``(logits, cache)`` in the harness's convention."""
 
-    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
-        logits, cache = self.model(input_ids, position_ids=position_ids, attention_mask=attention_mask, cache=cache)
+    def __init__(self, model: nn.Module, traits: ModelTraits):
+        super().__init__(model, traits)
+        self.takes_documents = "document_ids" in inspect.signature(model.forward).parameters
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        documents = {}
+        if document_ids is not None:
+            if not self.takes_documents:
+                raise NotInConvention(f"{type(self.model).__name__}.forward takes no document_ids")
+            documents["document_ids"] = document_ids
+        logits, cache = self.model(input_ids, position_ids=position_ids, attention_mask=attention_mask, cache=cache,
+                                   **documents)
         return logits, cache
 
 
@@ -142,33 +209,49 @@ def rope_parameters(parameters) -> dict:
     return parameters if isinstance(parameters, dict) else {}
 
 
+def rope_type_of(parameters: dict) -> str:
+    """The rope type of flat ``rope_parameters``; HunYuan's ``dynamic`` with ``alpha`` is a fixed
+    NTK-alpha base (it never rescales by length), so it reads ``default``."""
+    kind = parameters.get("rope_type", "default")
+    return "default" if kind == "dynamic" and parameters.get("alpha") else kind
+
+
 def _rope_type(config) -> str:
-    return rope_parameters(getattr(config, "rope_parameters", None)).get("rope_type", "default")
+    return rope_type_of(rope_parameters(getattr(config, "rope_parameters", None)))
 
 
-def rope_type_designs(kind: str) -> dict[str, str]:
-    """The model relations a transformers rope type breaks on purpose, with why: ``dynamic``
-    recomputes its base from a call's largest position and ``longrope`` switches its factors past
-    the original length (for the whole batch), as transformers documents."""
-    threshold = ("a call's largest position picks {what}: {path} crosses the threshold where the other path does "
-                 "not (transformers documents it)")
+def rope_type(config) -> str:
+    """transformers' rope type of a config (``default`` where none is given)."""
+    return _rope_type(config)
+
+
+def rescaling_threshold(kind: str, traits: ModelTraits) -> int | None:
+    """Where a rope type rescales by a call's largest position: dynamic NTK past the maximum,
+    longrope past the original length; None for the others."""
     if kind == "dynamic":
-        return {"MODEL-1": threshold.format(what="the base", path="a shift past the maximum"),
-                "MODEL-2": threshold.format(what="the base", path="one full pass"),
-                "MODEL-3": threshold.format(what="the base", path="one full pass")}
+        return traits.max_position
     if kind == "longrope":
-        return {"MODEL-1": threshold.format(what="short or long factors", path="a shift past the original length"),
-                "MODEL-2": threshold.format(what="short or long factors", path="one full pass"),
-                "MODEL-3": threshold.format(what="short or long factors", path="one full pass"),
-                "MODEL-4": "the factors follow the batch's largest position: a short row beside a row past the "
-                           "original length gets the long factors, alone the short ones"}
-    return {}
+        return traits.original_max_position or traits.max_position
+    return None
 
 
-def transformers_designs(model) -> dict[str, str]:
+def rope_type_designs(kind: str, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The model relations a transformers rope type breaks on purpose, where they reach its
+    threshold on this configuration (:func:`~.model_plan.designs_reached`): claim -> (why, specs)."""
+    from dataclasses import replace
+
+    from .model_plan import designs_reached
+
+    threshold = rescaling_threshold(kind, traits)
+    return designs_reached(kind, replace(traits, rescales_at=threshold) if threshold else traits)
+
+
+def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
     """:func:`rope_type_designs` of a transformers model's config (nothing for other models)."""
     config = getattr(model, "config", None)
-    return rope_type_designs(_rope_type(config)) if config is not None and is_transformers_model(model) else {}
+    if config is None or not is_transformers_model(model):
+        return {}
+    return rope_type_designs(_rope_type(config), traits)
 
 
 def vocabulary_of(model: nn.Module) -> int:
@@ -201,6 +284,12 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
                        for n, m in model.named_modules())
         found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
+        # transformers tells packed documents by position ids that restart (masking_utils)
+        found["packing"] = "positions" if found["takes_position_ids"] else "none"
+        threshold = rescaling_threshold(_rope_type(config), ModelTraits(**{
+            k: v for k, v in found.items() if k in ("max_position", "original_max_position")}))
+        if threshold:
+            found["rescales_at"] = threshold
     else:
         if "vocab_size" not in given:
             found["vocab_size"] = int(model.vocab_size) if hasattr(model, "vocab_size") else vocabulary_of(model)
@@ -208,8 +297,11 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             if getattr(model, attribute, None):
                 found["max_position"] = int(getattr(model, attribute))
                 break
-        if "input_pos" in inspect.signature(model.forward).parameters:
+        takes = inspect.signature(model.forward).parameters
+        if "input_pos" in takes:
             found["takes_attention_mask"] = False
+        if "document_ids" in takes:
+            found["packing"] = "document_ids"
         found["library"] = type(model).__name__
     return ModelTraits(**{**found, **given})
 

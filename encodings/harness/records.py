@@ -263,6 +263,15 @@ class ModelTraits:
     takes_position_ids: bool = True  # False: positions come from the mask alone (Bloom, MPT)
     takes_attention_mask: bool = True  # False: no padding (a model with its own cache and no mask)
     library: str = ""  # the class it builds, with its library and version, for the reports
+    #: Past this position a call's largest position rescales the frequencies (dynamic NTK: the
+    #: maximum; longrope: the original length): there a full pass and its prefixes differ by design.
+    rescales_at: int | None = None
+    #: How a model takes documents packed in one row (MODEL-8): ``positions`` (position ids that
+    #: restart tell them, transformers' packed format), ``document_ids`` (a ``document_ids=``
+    #: keyword of shape (batch, seq)), or ``none``.
+    packing: Literal["none", "positions", "document_ids"] = "none"
+    #: False: the model needs positions given (its own regime of the relations is n/a).
+    own_positions: bool = True
 
     @property
     def table_limited(self) -> bool:

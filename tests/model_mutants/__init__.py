@@ -68,7 +68,7 @@ from posenc.harness.records import ModelTraits
 
 VOCAB, WIDTH, LAYERS, HEADS, HEAD_DIM, FFN = 128, 64, 2, 4, 16, 128
 BASE, MAX_POSITION, INIT, EPS, WINDOW = 10000.0, 32, 0.2, 1e-6, 8
-TRAITS = ModelTraits(max_position=MAX_POSITION, vocab_size=VOCAB, extrapolates=True,
+TRAITS = ModelTraits(max_position=MAX_POSITION, vocab_size=VOCAB, extrapolates=True, packing="document_ids",
                      library="TinyLM (tests/model_mutants, pure torch)")
 SOURCE = "tests/model_mutants"
 
@@ -142,6 +142,15 @@ class TinyLM(nn.Module):
         wide = x.to(torch.float32)
         return (wide * cos + rotate_half(wide) * sin).to(x.dtype)
 
+    def own_positions(self, mask: torch.Tensor, documents, start: int, seq: int) -> torch.Tensor:
+        """Positions the model derives when none are given: from 0 in each packed document, else
+        from the mask (``cumsum − 1``, so left pads move nothing), which covers the cache."""
+        if documents is not None:
+            first = torch.cat((torch.ones_like(documents[:, :1], dtype=torch.bool), documents.diff(dim=-1) != 0), -1)
+            index = torch.arange(seq, device=mask.device).expand_as(documents)
+            return index - torch.cummax(torch.where(first, index, 0), dim=-1).values
+        return (mask.cumsum(-1) - 1).clamp(min=0)[:, start : start + seq]
+
     def rotary_positions(self, layer: int, positions: torch.Tensor, cache: KVCache, continuing: bool) -> torch.Tensor:
         """The positions layer ``layer`` rotates this call's q and k at (before its cache update)."""
         return positions
@@ -153,6 +162,10 @@ class TinyLM(nn.Module):
         query = torch.arange(start, start + seq, device=mask.device)[:, None]
         key = torch.arange(start + seq, device=mask.device)[None]
         return (key <= query)[None, None] & mask.bool()[:, None, None, :]
+
+    def within_documents(self, allowed: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
+        """Attention kept inside each packed document (a call without a cache)."""
+        return allowed & (documents[:, None, :, None] == documents[:, None, None, :])
 
     def keys_and_values(self, layer, k, v, positions, cache: KVCache):
         """Rotated keys into the cache; all of this layer's keys and values out."""
@@ -170,6 +183,9 @@ class TinyLM(nn.Module):
         out = weights.to(values.dtype) @ values
         return block.o(out.transpose(1, 2).reshape(batch, seq, WIDTH))
 
+    def prepare(self, positions: torch.Tensor, mask: torch.Tensor, cache: KVCache) -> None:
+        """What a call computes from all its positions before the layers run (nothing here)."""
+
     # ------------------------------------------------------------ the rest
 
     def normalize(self, weight: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -179,22 +195,77 @@ class TinyLM(nn.Module):
     def mlp(self, block, x):
         return block.down(F.silu(block.gate(x)) * block.up(x))
 
-    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
         batch, seq = input_ids.shape
         continuing = cache is not None
         cache = cache if continuing else KVCache(LAYERS)
         start = cache.get_seq_length()
-        if position_ids is None:
-            position_ids = torch.arange(start, start + seq, device=input_ids.device).expand(batch, seq)
         if attention_mask is None:
             attention_mask = torch.ones(batch, start + seq, dtype=torch.long, device=input_ids.device)
+        if position_ids is None:
+            position_ids = self.own_positions(attention_mask, document_ids, start, seq)
         allowed = self.allowed_keys(attention_mask, start, seq, continuing)
+        if document_ids is not None:
+            allowed = self.within_documents(allowed, document_ids)
+        self.prepare(position_ids, attention_mask, cache)
         h = self.embed(input_ids)
         for layer, block in enumerate(self.blocks):
             h = h + self.attention(layer, block, self.normalize(block.attention_norm, h), position_ids, allowed,
                                    cache, continuing)
             h = h + self.mlp(block, self.normalize(block.mlp_norm, h))
         return self.head(self.normalize(self.final_norm, h)), cache
+
+
+class DynamicTinyLM(TinyLM):
+    """TinyLM with dynamic NTK scaling done right: past ``max_position`` a row's base grows with
+    the row's largest position so far (factor 2, transformers' formula), each row its own; when a
+    continuation grows a row's base, the cache is dropped and the whole sequence recomputed (the
+    cached keys, and every upper layer's keys and values, were computed with the old base), so a
+    decode step equals a fresh pass on its prefix."""
+
+    FACTOR = 2.0
+
+    def row_lengths(self, positions: torch.Tensor) -> torch.Tensor:
+        """Each row's largest position so far, plus one."""
+        return positions.amax(dim=-1) + 1
+
+    def theta(self, positions: torch.Tensor) -> torch.Tensor:
+        """(batch, head_dim / 2) in float32: each row's base from its largest position."""
+        length = self.row_lengths(positions).to(torch.float64)
+        growth = (self.FACTOR * length / MAX_POSITION - (self.FACTOR - 1)).clamp(min=1.0)
+        base = BASE * torch.where(length > MAX_POSITION, growth, 1.0) ** (HEAD_DIM / (HEAD_DIM - 2))
+        exponent = torch.arange(0, HEAD_DIM, 2, dtype=torch.float64, device=positions.device) / HEAD_DIM
+        return (base[:, None] ** -exponent).to(torch.float32)
+
+    def prepare(self, positions, mask, cache):
+        held = getattr(cache, "token_positions", None)
+        self.row_theta = self.theta(positions if held is None else torch.cat((held, positions), dim=-1))
+
+    def angles(self, positions):
+        return positions.to(torch.float32)[..., None] * self.row_theta[:, None, :]
+
+    def recomputes(self, cache: KVCache, positions: torch.Tensor) -> bool:
+        """The base this call needs differs from the one the cache was computed with."""
+        return not torch.equal(self.theta(torch.cat((cache.token_positions, positions), dim=-1)), cache.theta)
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        batch, seq = input_ids.shape
+        start = 0 if cache is None else cache.get_seq_length()
+        if attention_mask is None:
+            attention_mask = torch.ones(batch, start + seq, dtype=torch.long, device=input_ids.device)
+        if position_ids is None:
+            position_ids = self.own_positions(attention_mask, document_ids, start, seq)
+        position_ids = position_ids.expand(batch, seq)
+        if cache is not None and self.recomputes(cache, position_ids):
+            logits, cache = self.forward(torch.cat((cache.ids, input_ids), dim=1),
+                                         torch.cat((cache.token_positions, position_ids), dim=-1), attention_mask)
+            return logits[:, -seq:], cache
+        logits, returned = super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
+        held = cache is not None
+        returned.ids = torch.cat((cache.ids, input_ids), dim=1) if held else input_ids
+        returned.token_positions = torch.cat((cache.token_positions, position_ids), dim=-1) if held else position_ids
+        returned.theta = self.row_theta
+        return logits, returned
 
 
 # ------------------------------------------------------------------ declarations
@@ -210,11 +281,12 @@ class ModelMutant:
     why: str = ""
     survives: str = ""
     undecided: frozenset[str] = frozenset()
+    control: str = "tinylm"  # the control whose declarations it keeps
 
 
-def _build(model_class):
+def _build(model_class, traits=TRAITS):
     def build(config: posenc.BuildConfig):
-        return TupleLM(model_class().to(device=config.device, dtype=config.dtype), TRAITS)
+        return TupleLM(model_class().to(device=config.device, dtype=config.dtype), traits)
 
     return build
 
@@ -224,26 +296,45 @@ CONTROL = posenc.EncoderRecord(
     claims=model_claims(),
     description="TinyLM control: pure-torch causal LM, half-split RoPE with float32 angles, an explicit KV cache",
 )
+#: The dynamic-NTK control: its design turns a window past the maximum with a larger base.
+DYNAMIC_TRAITS = dataclasses.replace(TRAITS, rescales_at=MAX_POSITION)
+DYNAMIC_CONTROL = posenc.EncoderRecord(
+    name="tinylm_dynamic", build=_build(DynamicTinyLM, DYNAMIC_TRAITS), kind="model", model=DYNAMIC_TRAITS, source=SOURCE,
+    origin="plug-in",
+    claims=model_claims({"MODEL-7": posenc.refuted(
+        "dynamic NTK: a window past the maximum turns with the base of its largest position, the window at 0 with "
+        "the original base")}),
+    description="TinyLM with dynamic NTK scaling, per-row bases and a cache of unrotated keys re-rotated each call",
+)
+CONTROLS = {CONTROL.name: CONTROL, DYNAMIC_CONTROL.name: DYNAMIC_CONTROL}
 MUTANTS: list[ModelMutant] = []
 
 
 def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", undecided: set[str] = frozenset()):
-    """Declare a ``TinyLM`` subclass a mutant named ``tinylm_<its snake-case name>``: the control's
-    record and declarations, its build, and the claims it must fail."""
+    """Declare a ``TinyLM`` subclass a mutant named ``tinylm_<its snake-case name>``: its control's
+    record and declarations (the dynamic control's for a ``DynamicTinyLM``), its build, and the
+    claims it must fail."""
 
     def decorate(model_class):
         name = "tinylm_" + "".join(f"_{c.lower()}" if c.isupper() else c for c in model_class.__name__).lstrip("_")
-        record = dataclasses.replace(CONTROL, name=name, build=_build(model_class),
+        control = DYNAMIC_CONTROL if issubclass(model_class, DynamicTinyLM) else CONTROL
+        record = dataclasses.replace(control, name=name, build=_build(model_class, control.model),
                                      description=" ".join((model_class.__doc__ or "").split()))
-        MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided)))
+        MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided), control.name))
         return model_class
 
     return decorate
 
 
-CACHE_PATH = "the cached path is wrong: a token-by-token decode (MODEL-2) and a chunked prefill (MODEL-3) continue a cache"
-FULL_PASS = ("the full pass and a continuation differ: the full pass is the reference of the decode (MODEL-2) and of "
+CACHE_PATH = ("the cached path is wrong in both regimes: a token-by-token decode (MODEL-2) and a chunked prefill "
+              "(MODEL-3) continue a cache")
+FULL_PASS = ("a fresh pass and a continuation differ: fresh passes are the references of the decode (MODEL-2) and of "
              "the chunked prefill (MODEL-3)")
+OWN_CACHE_PATH = ("with the model's own positions only: a token-by-token decode (MODEL-2) and a chunked prefill "
+                  "(MODEL-3) continue a cache, and given positions never reach the defect")
+
+
+# ------------------------------------------------------------------ the cache's offsets
 
 
 @mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"},
@@ -266,7 +357,53 @@ class LayerOffsetAfterUpdate(TinyLM):
         return positions + cache.get_seq_length() - cache.layer_length(layer) if continuing else positions
 
 
-@mutant(fails={"MODEL-4"})
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=OWN_CACHE_PATH)
+class OwnPositionsFromZero(TinyLM):
+    """with no positions given, a continuation counts its positions from 0, not from the cache's
+    length (the decode offset of executorch #2010, in the model's own default)"""
+
+    def own_positions(self, mask, documents, start, seq):
+        return super().own_positions(mask[:, start:], documents, 0, seq)
+
+
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=OWN_CACHE_PATH)
+class OwnOffsetReadAfterUpdate(TinyLM):
+    """with no positions given, layers above the first take their offset from the cache that layer
+    0 already advanced (flash-linear-attention #766)"""
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        self.own = position_ids is None
+        return super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
+
+    def rotary_positions(self, layer, positions, cache, continuing):
+        if self.own and continuing:
+            return positions + cache.get_seq_length() - cache.layer_length(layer)
+        return positions
+
+
+@mutant(fails={"MODEL-3"}, why="")
+class ChunkOffsetRoundedToTheChunk(TinyLM):
+    """with no positions given, a continuation starts at the cache length rounded down to a
+    multiple of this call's length: exact for one-token steps and for chunks of one size"""
+
+    def own_positions(self, mask, documents, start, seq):
+        rounded = (start // seq) * seq
+        return super().own_positions(mask, documents, start, seq) - (start - rounded)
+
+
+# ------------------------------------------------------------------ padding and batches
+
+
+@mutant(fails={"MODEL-5"})
+class OwnPositionsOfTheFirstRow(TinyLM):
+    """with no positions given, the whole batch takes the first row's positions (a per-row offset
+    taken from one row: unsloth #3803's class, in the model's own default)"""
+
+    def own_positions(self, mask, documents, start, seq):
+        return super().own_positions(mask, documents, start, seq)[:1].expand(mask.shape[0], seq)
+
+
+@mutant(fails={"MODEL-5"})
 class OnePositionPerBatch(TinyLM):
     """a batched decode step gives every row the first row's position (unsloth #3699)"""
 
@@ -280,6 +417,18 @@ class MaskIgnored(TinyLM):
 
     def allowed_keys(self, mask, start, seq, continuing):
         return super().allowed_keys(torch.ones_like(mask), start, seq, continuing)
+
+
+@mutant(fails={"MODEL-5"})
+class NormAcrossBatch(TinyLM):
+    """RMSNorm's mean taken over the batch and the features, not the features alone"""
+
+    def normalize(self, weight, h):
+        wide = h.to(torch.float32)
+        return (wide * torch.rsqrt(wide.pow(2).mean(dim=(0, -1), keepdim=True) + EPS)).to(h.dtype) * weight
+
+
+# ------------------------------------------------------------------ precision
 
 
 @mutant(fails={"MODEL-6"})
@@ -304,9 +453,13 @@ class AnglesUnderAutocast(TinyLM):
         return (theta[None, :, None] @ positions.to(torch.float32)[:, None, :]).transpose(1, 2)
 
 
-@mutant(fails={"MODEL-1", "MODEL-4"},
+# ------------------------------------------------------------------ keys, masks and full passes
+
+
+@mutant(fails={"MODEL-1", "MODEL-4", "MODEL-7", "MODEL-8"},
         why="a key turns at its slot, its position less the row's start: the logits depend on where the positions "
-            "start (MODEL-1) and on how far a row is left-padded (MODEL-4)")
+            "start (MODEL-1, and a window past the maximum, MODEL-7), on how far a row is left-padded (MODEL-4) and "
+            "on where a packed document sits (MODEL-8)")
 class KeysRotatedAtSlots(TinyLM):
     """keys cached unrotated and rotated, when read, at their slot in the cache instead of their
     positions (re-rotating attention-sink caches)"""
@@ -315,17 +468,6 @@ class KeysRotatedAtSlots(TinyLM):
         keys, values = cache.update(layer, k, v)
         slots = torch.arange(keys.shape[2], device=keys.device).expand(keys.shape[0], -1)
         return self.rotate(keys, slots), values
-
-
-@mutant(fails={"MODEL-4", "MODEL-5"},
-        why="a row's scale depends on its companions (MODEL-5), and MODEL-4 compares rows of a padded batch with "
-            "each row alone")
-class NormAcrossBatch(TinyLM):
-    """RMSNorm's mean taken over the batch and the features, not the features alone"""
-
-    def normalize(self, weight, h):
-        wide = h.to(torch.float32)
-        return (wide * torch.rsqrt(wide.pow(2).mean(dim=(0, -1), keepdim=True) + EPS)).to(h.dtype) * weight
 
 
 @mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS)
@@ -351,10 +493,13 @@ class WindowInFullPassOnly(TinyLM):
         return allowed & (key > query - WINDOW)[None, None]
 
 
-@mutant(fails={"MODEL-1"},
+# ------------------------------------------------------------------ past the maximum
+
+
+@mutant(fails={"MODEL-7"},
         undecided={"MODEL-2", "MODEL-3", "MODEL-6"},
-        why="a shift past position 31 clamps the window (MODEL-1); decoding, chunks and the far query agree with a "
-            "full pass that clamps alike, and a position one off moves nothing past 31, so they cannot hold "
+        why="a window across or past position 31 clamps (MODEL-7); decoding, chunks and the far query agree with "
+            "fresh passes that clamp alike, and a position one off moves nothing past 31, so they cannot hold "
             "(undecided)")
 class ClampedTable(TinyLM):
     """positions clamped to a cos/sin table of max_position = 32 rows (transformers #5611's clamp)"""
@@ -363,6 +508,89 @@ class ClampedTable(TinyLM):
         cos, sin = super().cos_sin(torch.arange(MAX_POSITION, device=positions.device)[None])
         row = positions.clamp(0, MAX_POSITION - 1)
         return cos[0, 0][row][:, None], sin[0, 0][row][:, None]
+
+
+@mutant(fails={"MODEL-7"})
+class ScaleDroppedPastMaximum(TinyLM):
+    """positions divided by a linear scaling factor of 2 up to max_position, and not past it (a
+    scaling factor dropped where the table it was folded into ends)"""
+
+    def angles(self, positions):
+        wide = positions.to(torch.float32)
+        return super().angles(torch.where(positions < MAX_POSITION, wide / 2, wide))
+
+
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-6", "MODEL-7"},
+        why="a cos/sin table of 32 rows indexed directly: every relation that reaches past position 31 (a 40-token "
+            "decode and its chunks, the far query) meets an IndexError where it says the model answers, and MODEL-7 "
+            "because the error names no limit")
+class TablePastMaximumRaises(TinyLM):
+    """positions read from a cos/sin table of max_position = 32 rows: past it an IndexError naming no limit"""
+
+    def cos_sin(self, positions):
+        cos, sin = super().cos_sin(torch.arange(MAX_POSITION, device=positions.device)[None])
+        return cos[0, 0][positions][:, None], sin[0, 0][positions][:, None]
+
+
+# ------------------------------------------------------------------ packing
+
+
+@mutant(fails={"MODEL-8"})
+class AttentionLeaksAcrossDocuments(TinyLM):
+    """packed documents attend to the documents before them: the document ids never reach the mask"""
+
+    def within_documents(self, allowed, documents):
+        return allowed
+
+
+# ------------------------------------------------------------------ dynamic NTK
+#
+# Positions that count a row's pads, or run on across packed documents, are a shift of a whole
+# row or document: RoPE alone cannot see one. A dynamic base can: it grows with the largest
+# position, so these defects live on the dynamic control.
+
+
+@mutant(fails={"MODEL-2", "MODEL-3"},
+        why="keys and values cached before the base grew keep the old base: a decode step (MODEL-2) and a chunk "
+            "(MODEL-3) past the threshold differ from a fresh pass on their prefix, in both regimes")
+class DynamicStaleCache(DynamicTinyLM):
+    """the cache kept when the base grows: keys rotated, and upper layers' keys and values computed,
+    with the base of their call (transformers #25104's class)"""
+
+    def recomputes(self, cache, positions):
+        return False
+
+
+@mutant(fails={"MODEL-5"})
+class DynamicBatchMaximumBase(DynamicTinyLM):
+    """every row takes the base of the batch's largest position (transformers' dynamic NTK takes
+    ``max(position_ids)`` over the batch)"""
+
+    def row_lengths(self, positions):
+        return super().row_lengths(positions).amax().expand(positions.shape[0])
+
+
+@mutant(fails={"MODEL-4"})
+class DynamicPadPositionsFromArange(DynamicTinyLM):
+    """with no positions given, positions count every column, pads included (transformers #22161's
+    class: ``arange`` where the mask's ``cumsum`` is due), so a padded row's base grows early"""
+
+    def own_positions(self, mask, documents, start, seq):
+        if documents is not None:
+            return super().own_positions(mask, documents, start, seq)
+        return torch.arange(start, start + seq, device=mask.device).expand(mask.shape[0], seq)
+
+
+@mutant(fails={"MODEL-8"})
+class DynamicPackedPositionsNotRestarted(DynamicTinyLM):
+    """with documents but no positions given, positions run on across the pack instead of
+    restarting at each document (torchtitan #2559, OLMo-core #591), so the base follows the pack"""
+
+    def own_positions(self, mask, documents, start, seq):
+        return super().own_positions(mask, None, start, seq)
+
+
+# ------------------------------------------------------------------ the contract
 
 
 @mutant(fails={"contract"})
@@ -378,26 +606,14 @@ class PaddedVocabularyLogits(TinyLM):
         self.head = padded
 
 
-@mutant(fails={"MODEL-1", "MODEL-2", "MODEL-3", "MODEL-6", "MODEL-7"},
-        why="a cos/sin table of 32 rows indexed directly: every relation that reaches past position 31 (a shift "
-            "past it, a 40-token decode and its chunks, the far query) meets an IndexError where it says the model "
-            "answers, and MODEL-7 because the error names no limit")
-class TablePastMaximumRaises(TinyLM):
-    """positions read from a cos/sin table of max_position = 32 rows: past it an IndexError naming no limit"""
-
-    def cos_sin(self, positions):
-        cos, sin = super().cos_sin(torch.arange(MAX_POSITION, device=positions.device)[None])
-        return cos[0, 0][positions][:, None], sin[0, 0][positions][:, None]
-
-
-RECORDS = [CONTROL, *(m.record for m in MUTANTS)]
+RECORDS = [CONTROL, DYNAMIC_CONTROL, *(m.record for m in MUTANTS)]
 EXPECTED_CLAIMS: dict[str, set[str]] = {m.record.name: set(m.fails) for m in MUTANTS}
 WHY: dict[str, str] = {m.record.name: m.why for m in MUTANTS if m.why}
 KNOWN_SURVIVORS: dict[str, str] = {m.record.name: m.survives for m in MUTANTS if m.survives}
 EXPECTED_UNDECIDED: dict[str, set[str]] = {m.record.name: set(m.undecided) for m in MUTANTS}
 
-__all__ = ["CONTROL", "EXPECTED_CLAIMS", "EXPECTED_UNDECIDED", "KNOWN_SURVIVORS", "MUTANTS", "ModelMutant",
-           "RECORDS", "TinyLM", "WHY"]
+__all__ = ["CONTROL", "CONTROLS", "DYNAMIC_CONTROL", "DynamicTinyLM", "EXPECTED_CLAIMS", "EXPECTED_UNDECIDED",
+           "KNOWN_SURVIVORS", "MUTANTS", "ModelMutant", "RECORDS", "TinyLM", "WHY"]
 
 for _record in RECORDS:
     posenc.register(_record)
