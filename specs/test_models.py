@@ -529,8 +529,8 @@ def test_past_the_maximum_length(record, device):
     for positions, logits in answers:
         start = int(positions[0, 0])
         s.require_within(error=_error(logits, inside), bound=bound,
-                         what=f"past the maximum {maximum}, the window at {start}…{start + SEQ - 1} gives other logits "
-                              "than the window at 0 (relative positions extrapolate with the same geometry)",
+                         what=f"past the maximum {maximum}, the window at {start}…{start + SEQ - 1} gives other "
+                              "logits than the window at 0 (relative positions extrapolate with the same geometry)",
                          start=start, max_position=maximum)
     for positions, _ in answers:
         _require_teeth(fresh(), ids, positions, bound, f"the window at {int(positions[0, 0])}")

@@ -111,7 +111,8 @@ def register_model(target_spec: str) -> str:
         make = (lambda: copy.deepcopy(target)) if isinstance(target, torch.nn.Module) else target
         probe = make()
         traits = traits_of(probe, **getattr(module, "MODEL_TRAITS", {}))
-        declared = {**{claim: refuted(why, specs=specs) for claim, (why, specs) in transformers_designs(probe, traits).items()},
+        designs = transformers_designs(probe, traits)
+        declared = {**{claim: refuted(why, specs=specs) for claim, (why, specs) in designs.items()},
                     **getattr(module, "MODEL_CLAIMS", {})}
         claims = model_claims_for(traits, declared)
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error

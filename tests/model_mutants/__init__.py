@@ -299,8 +299,8 @@ CONTROL = posenc.EncoderRecord(
 #: The dynamic-NTK control: its design turns a window past the maximum with a larger base.
 DYNAMIC_TRAITS = dataclasses.replace(TRAITS, rescales_at=MAX_POSITION)
 DYNAMIC_CONTROL = posenc.EncoderRecord(
-    name="tinylm_dynamic", build=_build(DynamicTinyLM, DYNAMIC_TRAITS), kind="model", model=DYNAMIC_TRAITS, source=SOURCE,
-    origin="plug-in",
+    name="tinylm_dynamic", build=_build(DynamicTinyLM, DYNAMIC_TRAITS), kind="model", model=DYNAMIC_TRAITS,
+    source=SOURCE, origin="plug-in",
     claims=model_claims({"MODEL-7": posenc.refuted(
         "dynamic NTK: a window past the maximum turns with the base of its largest position, the window at 0 with "
         "the original base")}),
