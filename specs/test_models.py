@@ -357,7 +357,7 @@ def _padding(record, device, regime):
     fresh = Fresh(record, device)
     if not fresh.traits.takes_attention_mask:
         raise Excluded("the model takes no attention mask: no padding")
-    _regime(fresh.pristine, regime)
+    _regime(fresh.pristine, regime)  # n/a before any call where the model cannot take this regime
     prompt = plan.padded_prompt(fresh.traits)
     for pad in PADS:
         row = _ids(1, prompt - pad + STEPS, record, seed=10 + pad, device=device)
@@ -389,7 +389,7 @@ def _batch(record, device, regime):
     """Rows of unequal lengths, left-padded to the longest (no padding where the model takes no
     mask: rows of one length), each compared with the same padded row alone."""
     fresh = Fresh(record, device)
-    _regime(fresh.pristine, regime)
+    _regime(fresh.pristine, regime)  # n/a before any call where the model cannot take this regime
     lengths = plan.batch_lengths(fresh.traits)
     if not fresh.traits.takes_attention_mask:
         lengths = [lengths[0]] * len(lengths)

@@ -24,7 +24,8 @@ import dataclasses
 
 import posenc
 from posenc.harness.declarations import model_claims_for
-from posenc.harness.models import rescaling_threshold, rope_parameters, rope_type_designs, rope_type_of
+from posenc.harness.model_plan import designs_reached
+from posenc.harness.models import rescaling_threshold, rope_parameters, rope_type_of
 from posenc.harness.records import ModelTraits
 
 from .support import ORIGIN, available, missing, version
@@ -241,10 +242,9 @@ def _register() -> None:
         kind = rope_type_of(rope_parameters(arguments.get("rope_parameters")))
         traits = ModelTraits(**{"max_position": MAX_POSITION, "vocab_size": VOCAB, "packing": "positions", **fields,
                                 "library": f"transformers {version('transformers')} {config_class[:-6]}"})
-        if rescaling_threshold(kind, traits):
-            traits = dataclasses.replace(traits, rescales_at=rescaling_threshold(kind, traits))
-        if not traits.takes_position_ids or name in RECURRENT_STATE:
-            traits = dataclasses.replace(traits, packing="none")
+        traits = dataclasses.replace(traits, rescales_at=rescaling_threshold(kind, traits),
+                                     packing="none" if not traits.takes_position_ids or name in RECURRENT_STATE
+                                     else traits.packing)
         posenc.register(posenc.EncoderRecord(
             name=name, build=_build(name, config_class, arguments, traits) if present else missing("transformers"),
             kind="model", origin=ORIGIN, model=traits,
@@ -252,7 +252,7 @@ def _register() -> None:
             description=f"{config_class[:-6]}: " + ", ".join(
                 f"{k}={v}" for k, v in arguments.items() if k in DESCRIBED),
             claims=model_claims_for(traits, {claim: posenc.refuted(why, specs=specs)
-                                             for claim, (why, specs) in rope_type_designs(kind, traits).items()}),
+                                             for claim, (why, specs) in designs_reached(kind, traits).items()}),
         ))
 
 

@@ -220,11 +220,6 @@ def _rope_type(config) -> str:
     return rope_type_of(rope_parameters(getattr(config, "rope_parameters", None)))
 
 
-def rope_type(config) -> str:
-    """transformers' rope type of a config (``default`` where none is given)."""
-    return _rope_type(config)
-
-
 def rescaling_threshold(kind: str, traits: ModelTraits) -> int | None:
     """Where a rope type rescales by a call's largest position: dynamic NTK past the maximum,
     longrope past the original length; None for the others."""
@@ -235,23 +230,15 @@ def rescaling_threshold(kind: str, traits: ModelTraits) -> int | None:
     return None
 
 
-def rope_type_designs(kind: str, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """The model relations a transformers rope type breaks on purpose, where they reach its
-    threshold on this configuration (:func:`~.model_plan.designs_reached`): claim -> (why, specs)."""
-    from dataclasses import replace
-
+def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """:func:`~.model_plan.designs_reached` of a transformers model's rope type, on ``traits``
+    (which carry its threshold: :func:`traits_of`); nothing for other models."""
     from .model_plan import designs_reached
 
-    threshold = rescaling_threshold(kind, traits)
-    return designs_reached(kind, replace(traits, rescales_at=threshold) if threshold else traits)
-
-
-def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """:func:`rope_type_designs` of a transformers model's config (nothing for other models)."""
     config = getattr(model, "config", None)
     if config is None or not is_transformers_model(model):
         return {}
-    return rope_type_designs(_rope_type(config), traits)
+    return designs_reached(_rope_type(config), traits)
 
 
 def vocabulary_of(model: nn.Module) -> int:
