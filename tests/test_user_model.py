@@ -123,3 +123,38 @@ def test_a_model_without_a_vocab_size_is_measured_not_assumed(tmp_path):
     verdicts, ran = _run(tmp_path, f"{tmp_path / 'my_model.py'}:TinyDecoder", "-k", "answers_logits or batch_rows")
     row = _model_row(verdicts, "model_TinyDecoder")
     assert (row["contract"], row["MODEL-5"]) == (State.HOLDS, State.HOLDS), (row, ran.stdout[-2000:])
+
+
+TORCHTUNE_EXAMPLE = ROOT / "docs" / "examples" / "torchtune_llama3.py"
+
+
+def test_a_torchtune_model_runs_as_it_is(tmp_path):
+    """The how-to's torchtune example, run as written: torchtune's llama3 through ``--model`` with
+    no wrapper (the adapter sets up and resets its caches and builds its mask). Every relation
+    holds in both regimes but MODEL-6, which a rope base of 500000 leaves without teeth at 3000
+    (undecided), and MODEL-7, torchtune's finding: past ``max_seq_len`` its RoPE table raises an
+    IndexError that names no limit."""
+    pytest.importorskip("torchtune")
+    (tmp_path / "torchtune_llama3.py").write_text(TORCHTUNE_EXAMPLE.read_text())
+    verdicts, ran = _run(tmp_path, f"{tmp_path / 'torchtune_llama3.py'}:tiny_llama3")
+    row = _model_row(verdicts, "model_tiny_llama3")
+    assert {claim: state for claim, state in row.items() if state != State.HOLDS} == {
+        "MODEL-6": State.UNDECIDED, "MODEL-7": State.UNEXPECTEDLY_FAILING}, (row, ran.stdout[-3000:])
+    own = [o for o in verdicts["outcomes"] if o["spec"].endswith("_with_own_positions")]
+    assert len(own) == 5 and {o["state"] for o in own} == {State.HOLDS}, own
+    assert "IndexError that names no limit" in next(o["message"] for o in verdicts["outcomes"]
+                                                   if o["claim"] == "MODEL-7")
+
+
+def test_torchtune_past_max_seq_len_raises_naming_no_limit_without_the_harness():
+    """MODEL-7's finding on torchtune, with torchtune alone: a position at ``max_seq_len`` indexes
+    past the RoPE table, and the error names no limit."""
+    pytest.importorskip("torchtune")
+    import torch
+    from torchtune.models.llama3 import llama3
+
+    model = llama3(vocab_size=128, num_layers=2, num_heads=4, num_kv_heads=2, embed_dim=64, max_seq_len=64,
+                   intermediate_dim=128).eval()
+    with torch.no_grad(), pytest.raises(IndexError) as raised:
+        model(torch.randint(3, 128, (1, 4)), input_pos=torch.arange(62, 66)[None])
+    assert not any(word in str(raised.value) for word in ("max_seq_len", "maximum", "limit", "table"))

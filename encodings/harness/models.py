@@ -17,7 +17,9 @@ of each decoded token but the last. Adapters map a model's own convention onto i
 * :class:`HFCausalLM`: transformers' ``*ForCausalLM`` (``position_ids=``, ``attention_mask=``,
   a ``DynamicCache``);
 * :class:`InputPosLM`: ``model(tokens, input_pos=positions)`` with a KV cache the model keeps
-  itself, reset at a new sequence (torchtune, litgpt, gpt-fast; no attention mask);
+  itself, reset at a new sequence (litgpt, gpt-fast; no attention mask);
+* :class:`~.torchtune_lm.TorchtuneLM`: torchtune's decoders (caches set up and reset by the
+  adapter, its mask built from the harness's);
 * :class:`TupleLM`: a model that already answers ``(logits, cache)`` in the convention above.
 
 :func:`adapt` picks one for any model object (``--model FILE.py:NAME``).
@@ -31,34 +33,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .model_subject import ModelSubject, NotInConvention  # noqa: F401  (specs and adapters import them here)
 from .records import ModelTraits
-
-
-class NotInConvention(Exception):
-    """The model's call convention cannot express what a relation needs (a mask, explicit positions):
-    the relation is not applicable to it, which the spec reports as such."""
-
-
-class ModelSubject(nn.Module):
-    """A causal LM in the harness's convention; ``.to()`` reaches the model as it is."""
-
-    def __init__(self, model: nn.Module, traits: ModelTraits):
-        super().__init__()
-        self.model, self.traits = model.eval(), traits
-
-    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None,
-                document_ids=None):  # pragma: no cover
-        raise NotImplementedError
-
-    def generate(self, input_ids, attention_mask, prompt: int) -> torch.Tensor:
-        """Decode ``input_ids[:, prompt:]`` one token a call after the prompt, positions the model's
-        own: (batch, length − prompt, vocabulary) logits, those of position prompt − 1 first."""
-        logits, cache = self(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt])
-        steps = [logits[:, -1]]
-        for j in range(prompt, input_ids.shape[1] - 1):
-            logits, cache = self(input_ids[:, j : j + 1], attention_mask=attention_mask[:, : j + 1], cache=cache)
-            steps.append(logits[:, -1])
-        return torch.stack(steps, dim=1)
+from .torchtune_lm import TorchtuneLM, is_torchtune_model, torchtune_traits
 
 
 def _logits(out) -> torch.Tensor:
@@ -192,6 +169,8 @@ def adapt(model: nn.Module, traits: ModelTraits) -> ModelSubject:
         return model
     if is_transformers_model(model):
         return HFCausalLM(model, traits)
+    if is_torchtune_model(model):
+        return TorchtuneLM(model, traits)
     if "input_pos" in inspect.signature(model.forward).parameters:
         return InputPosLM(model, traits)
     return TupleLM(model, traits)
@@ -252,6 +231,8 @@ def vocabulary_of(model: nn.Module) -> int:
 def traits_of(model: nn.Module, **given) -> ModelTraits:
     """What a model's config says of it (transformers' ``config``; else ``vocab_size`` and
     ``max_position``/``max_seq_len`` attributes), completed by ``given``."""
+    if is_torchtune_model(model):
+        return torchtune_traits(model, **given)
     config = getattr(model, "config", None)
     found = {}
     if config is not None and is_transformers_model(model):
