@@ -133,20 +133,32 @@ def test_keeping_inv_freq_in_float32_removes_every_bf16_finding():
 
     import posenc
     import posenc.ecosystem  # noqa: F401  (registers the records)
-    from posenc.ecosystem.findings import MODEL_CAST_ROUNDS_FREQUENCIES
+    from posenc.ecosystem.findings import MODEL_CAST_ROUNDS_FREQUENCIES, MODEL_CAST_ROUNDS_MORE
+
+    def decoded(m, position, ids):
+        """One query at ``position`` decoded after 16 keys at 0 … 15."""
+        with torch.no_grad():
+            cache = DynamicCache(config=m.config)
+            m(ids[:, :16], position_ids=torch.arange(16)[None], cache=cache)
+            return m(ids[:, 16:], position_ids=torch.tensor([[position]]), attention_mask=torch.ones(1, 17),
+                     cache=cache).logits.float()
+
+    def one_pass(m, position, ids):
+        """The same query in one pass at positions [0 … 15, position]."""
+        with torch.no_grad():
+            positions = torch.cat((torch.arange(16), torch.tensor([position])))[None]
+            return m(ids, position_ids=positions, attention_mask=torch.ones(1, 17)).logits[:, -1:].float()
 
     def far_over_near(model, reference, ids):
-        def query(m, position):
-            with torch.no_grad():
-                cache = DynamicCache(config=m.config)
-                m(ids[:, :16], position_ids=torch.arange(16)[None], cache=cache)
-                return m(ids[:, 16:], position_ids=torch.tensor([[position]]), attention_mask=torch.ones(1, 17),
-                         cache=cache).logits.float()
+        """The larger, over both paths, of a far query's distance to fp32 over a near one's."""
+        ratios = []
+        for query in (decoded, one_pass):
+            distance = {p: float((query(model, p, ids) - query(reference, p, ids)).abs().max())
+                        for p in (16, 17, 18, 3000, 100_000)}
+            ratios.append(max(distance[3000], distance[100_000]) / max(distance[16], distance[17], distance[18]))
+        return max(ratios)
 
-        distance = {p: float((query(model, p) - query(reference, p)).abs().max()) for p in (16, 17, 18, 3000, 100_000)}
-        return max(distance[3000], distance[100_000]) / max(distance[16], distance[17], distance[18])
-
-    for name in MODEL_CAST_ROUNDS_FREQUENCIES:
+    for name in (*MODEL_CAST_ROUNDS_FREQUENCIES, *MODEL_CAST_ROUNDS_MORE):
         build = posenc.get(name).build
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
