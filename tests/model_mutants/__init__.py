@@ -15,40 +15,20 @@ extrapolating past it. Every mutant keeps the control's declarations (``model_cl
 relation its defect breaks reads "unexpectedly failing", and the mutant declares exactly which
 (``fails=``), with why where several fail.
 
-The defects, one step of ``TinyLM`` each:
+Two more controls keep TinyLM's declarations but for their design: ``tinylm_dynamic`` (dynamic
+NTK, each row's base from its own largest position, the sequence recomputed when a base grows,
+so a decode step equals a fresh pass on its prefix; MODEL-7 refuted by design) and
+``tinylm_windowed`` (a sliding window of 8 in every pass and a rolling cache). Defects that pure
+RoPE cannot see (positions that count a row's pads, or run on across packed documents: a shift
+of a whole row or document) live on the dynamic control, whose base can see them.
 
-* ``tinylm_decode_rows_from_zero``: a continuation reads rotary rows counted from 0 instead of
-  from the cache length (executorch #2010, ``freqs[:seqlen]`` for ``freqs[start_pos:start_pos +
-  seqlen]``); kept as ``positions − cache length`` so that a step still moves with its position
-  (a step that ignored positions entirely would leave MODEL-6's teeth, taken on a step, at zero);
-* ``tinylm_layer_offset_after_update``: layers above the first read the cache's length after
-  layer 0 has already appended this call's tokens (flash-linear-attention #477, #747, #766);
-* ``tinylm_one_position_per_batch``: a batched decode step gives every row one position, the
-  first row's (unsloth #3699, fixed by #3803: ``cache_position`` used as every row's position);
-* ``tinylm_mask_ignored``: left padding attended: the attention mask is never applied;
-* ``tinylm_inv_freq_buffer``: θ kept as a float buffer that ``model.to(torch.bfloat16)`` rounds
-  (transformers #29496, Megatron-LM #744);
-* ``tinylm_angles_under_autocast``: angles formed by a matmul that bf16 autocast runs in bf16, so
-  positions past 256 round before they turn (diffusers #13920; transformers' rotary embeddings
-  wrap the same matmul in ``autocast(enabled=False)``);
-* ``tinylm_keys_rotated_at_slots``: keys cached unrotated and rotated, when read, at their slot in
-  the cache (0 … length − 1) instead of their positions (the re-rotating caches of
-  attention-sink/StreamingLLM ports); rotating them all at the query's position instead would
-  leave a step blind to position, and MODEL-6 undecided;
-* ``tinylm_norm_across_batch``: RMSNorm's mean taken over the batch and the features, so a row's
-  scale depends on its companions;
-* ``tinylm_causal_off_by_one``: the full pass lets each token see the next one
-  (``tril(diagonal=1)``); a continuation's mask is right;
-* ``tinylm_window_in_full_pass_only``: a sliding window of 8 on the full pass, none on a
-  continuation (the full-pass/decode mismatch of sliding-window kernels);
-* ``tinylm_padded_vocabulary_logits``: the head padded to a multiple of 64 columns for speed and
-  the padding never sliced off the logits (the contract: their shape);
-* ``tinylm_table_past_maximum_raises``: a cos/sin table of 32 rows indexed directly: past it an
-  ``IndexError`` that names no limit (MODEL-7, and every relation that reaches past 31);
-* ``tinylm_clamped_table``: positions clamped to a table of 32 rows (the clamp offered as a fix
-  for index errors past ``max_position_embeddings``, transformers #5611): a shift past 31 fails;
-  the relations whose two paths clamp alike have no teeth past 31 and read ``undecided``
-  (``undecided=``), never ``holds``.
+The defects, one step of a control each, are the classes below: each docstring names the defect
+and the bug report of its class, and its ``@mutant`` declaration the relations it fails (in the
+regime it lives in: the ``Own…`` mutants, the rolling cache's, the chunk offset's and the packed
+positions' only reach the model's own positions), with why where several fail. The clamped
+table is the known survivor of a kind: past 31 its decode, chunks and far query agree with fresh
+passes that clamp alike, and a position one off moves nothing there, so those relations read
+``undecided`` (``undecided=``), never ``holds``; MODEL-7 kills it.
 """
 
 from __future__ import annotations
@@ -183,6 +163,9 @@ class TinyLM(nn.Module):
         out = weights.to(values.dtype) @ values
         return block.o(out.transpose(1, 2).reshape(batch, seq, WIDTH))
 
+    def new_cache(self) -> KVCache:
+        return KVCache(LAYERS)
+
     def prepare(self, positions: torch.Tensor, mask: torch.Tensor, cache: KVCache) -> None:
         """What a call computes from all its positions before the layers run (nothing here)."""
 
@@ -198,7 +181,7 @@ class TinyLM(nn.Module):
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
         batch, seq = input_ids.shape
         continuing = cache is not None
-        cache = cache if continuing else KVCache(LAYERS)
+        cache = cache if continuing else self.new_cache()
         start = cache.get_seq_length()
         if attention_mask is None:
             attention_mask = torch.ones(batch, start + seq, dtype=torch.long, device=input_ids.device)
@@ -214,6 +197,40 @@ class TinyLM(nn.Module):
                                    cache, continuing)
             h = h + self.mlp(block, self.normalize(block.mlp_norm, h))
         return self.head(self.normalize(self.final_norm, h)), cache
+
+
+class RollingKVCache(KVCache):
+    """A sliding window's cache: each layer keeps its last ``WINDOW − 1`` keys and values (all a
+    later query can see), and counts every token it was given."""
+
+    def __init__(self, layers: int):
+        super().__init__(layers)
+        self.seen = [0] * layers
+
+    def get_seq_length(self) -> int:
+        """Tokens seen (layer 0's), not the keys it still holds."""
+        return self.seen[0]
+
+    def update(self, layer, k, v):
+        self.seen[layer] += k.shape[2]
+        k, v = super().update(layer, k, v)
+        self.keys[layer], self.values[layer] = k[:, :, -(WINDOW - 1) :], v[:, :, -(WINDOW - 1) :]
+        return k, v
+
+
+class WindowedTinyLM(TinyLM):
+    """TinyLM with a sliding window of ``WINDOW`` in every pass (Mistral's) and a rolling cache
+    that keeps only the keys the window can still reach; positions count every token seen."""
+
+    def new_cache(self):
+        return RollingKVCache(LAYERS)
+
+    def allowed_keys(self, mask, start, seq, continuing):
+        held = min(start, WINDOW - 1)  # the keys the rolling cache still holds
+        query = torch.arange(start, start + seq, device=mask.device)[:, None]
+        key = torch.arange(start - held, start + seq, device=mask.device)[None]
+        window = (key <= query) & (key > query - WINDOW)
+        return window[None, None] & mask[:, start - held :].bool()[:, None, None, :]
 
 
 class DynamicTinyLM(TinyLM):
@@ -306,7 +323,13 @@ DYNAMIC_CONTROL = posenc.EncoderRecord(
         "the original base")}),
     description="TinyLM with dynamic NTK scaling, per-row bases and a cache of unrotated keys re-rotated each call",
 )
-CONTROLS = {CONTROL.name: CONTROL, DYNAMIC_CONTROL.name: DYNAMIC_CONTROL}
+#: The sliding-window control: a window of 8 in every pass, a rolling cache.
+WINDOWED_CONTROL = posenc.EncoderRecord(
+    name="tinylm_windowed", build=_build(WindowedTinyLM), kind="model", model=TRAITS, source=SOURCE,
+    origin="plug-in", claims=model_claims(),
+    description="TinyLM with a sliding window of 8 and a rolling cache of the keys the window still reaches",
+)
+CONTROLS = {CONTROL.name: CONTROL, DYNAMIC_CONTROL.name: DYNAMIC_CONTROL, WINDOWED_CONTROL.name: WINDOWED_CONTROL}
 MUTANTS: list[ModelMutant] = []
 
 
@@ -317,7 +340,8 @@ def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", 
 
     def decorate(model_class):
         name = "tinylm_" + "".join(f"_{c.lower()}" if c.isupper() else c for c in model_class.__name__).lstrip("_")
-        control = DYNAMIC_CONTROL if issubclass(model_class, DynamicTinyLM) else CONTROL
+        control = DYNAMIC_CONTROL if issubclass(model_class, DynamicTinyLM) else \
+            WINDOWED_CONTROL if issubclass(model_class, WindowedTinyLM) else CONTROL
         record = dataclasses.replace(control, name=name, build=_build(model_class, control.model),
                                      description=" ".join((model_class.__doc__ or "").split()))
         MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided), control.name))
@@ -590,6 +614,21 @@ class DynamicPackedPositionsNotRestarted(DynamicTinyLM):
         return super().own_positions(mask, None, start, seq)
 
 
+# ------------------------------------------------------------------ a rolling cache
+
+
+@mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"},
+        why=OWN_CACHE_PATH + "; the keys held count a padded row's pads, so its decode steps start elsewhere than "
+            "the row alone's (MODEL-4)")
+class RollingCachePositionsFromWhatItHolds(WindowedTinyLM):
+    """with no positions given, a continuation starts at the number of keys the rolling cache
+    still holds, not at the tokens it has seen: positions stop growing once the window is full"""
+
+    def own_positions(self, mask, documents, start, seq):
+        held = min(start, WINDOW - 1)
+        return super().own_positions(mask, documents, start, seq) - (start - held)
+
+
 # ------------------------------------------------------------------ the contract
 
 
@@ -606,13 +645,13 @@ class PaddedVocabularyLogits(TinyLM):
         self.head = padded
 
 
-RECORDS = [CONTROL, DYNAMIC_CONTROL, *(m.record for m in MUTANTS)]
+RECORDS = [*CONTROLS.values(), *(m.record for m in MUTANTS)]
 EXPECTED_CLAIMS: dict[str, set[str]] = {m.record.name: set(m.fails) for m in MUTANTS}
 WHY: dict[str, str] = {m.record.name: m.why for m in MUTANTS if m.why}
 KNOWN_SURVIVORS: dict[str, str] = {m.record.name: m.survives for m in MUTANTS if m.survives}
 EXPECTED_UNDECIDED: dict[str, set[str]] = {m.record.name: set(m.undecided) for m in MUTANTS}
 
-__all__ = ["CONTROL", "CONTROLS", "DYNAMIC_CONTROL", "DynamicTinyLM", "EXPECTED_CLAIMS", "EXPECTED_UNDECIDED",
+__all__ = ["CONTROL", "CONTROLS", "DYNAMIC_CONTROL", "WINDOWED_CONTROL", "DynamicTinyLM", "WindowedTinyLM", "EXPECTED_CLAIMS", "EXPECTED_UNDECIDED",
            "KNOWN_SURVIVORS", "MUTANTS", "ModelMutant", "RECORDS", "TinyLM", "WHY"]
 
 for _record in RECORDS:
