@@ -28,8 +28,9 @@ DECODE_NEAR = 8192
 ACROSS = 4
 #: The prefill before one-token steps where the decode starts early.
 PREFILL = 4
-#: Unequal chunk sizes, cycled, for a chunked prefill (equal chunks hide an offset grown by the chunk).
-CHUNKS = (5, 7, 3)
+#: Unequal chunk sizes, cycled, for a chunked prefill (equal chunks hide an offset grown by the
+#: chunk), odd and even (a defect may turn on a size's parity).
+CHUNKS = (5, 4, 7, 2, 8, 3)
 #: MODEL-7: windows past the maximum start this far past it.
 PAST = 37
 
@@ -107,7 +108,7 @@ def batch_lengths(traits: ModelTraits) -> list[int]:
     rescaling threshold where decoding crosses it from a short prefill (a batch-wide maximum shows
     only there)."""
     top = _past_rescaling(traits) or SEQ
-    return [top - 3, top, top - 11]  # the longest second: a defect that takes the first row's shows
+    return [top - 3, top, top - 10]  # the longest second (a defect that takes the first row's shows), pads odd and even
 
 
 def _past_rescaling(traits: ModelTraits) -> int | None:

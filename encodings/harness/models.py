@@ -145,7 +145,9 @@ class TupleLM(ModelSubject):
 
     def __init__(self, model: nn.Module, traits: ModelTraits):
         super().__init__(model, traits)
-        self.takes_documents = "document_ids" in inspect.signature(model.forward).parameters
+        # declared (MODEL_TRAITS, a wrapper's ``**kwargs``) or in the signature
+        self.takes_documents = traits.packing == "document_ids" or \
+            "document_ids" in inspect.signature(model.forward).parameters
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
         documents = {}

@@ -415,7 +415,30 @@ class ChunkOffsetRoundedToTheChunk(TinyLM):
         return super().own_positions(mask, documents, start, seq) - (start - rounded)
 
 
+@mutant(fails={"MODEL-3"})
+class EvenChunkRestartsAtZero(TinyLM):
+    """a continuation of an even number of tokens (a chunk of 2, 4, 8: chunked prefill, speculative
+    verification) rotates from 0 instead of from the cache length; single tokens and odd chunks
+    are right"""
+
+    def rotary_positions(self, layer, positions, cache, continuing):
+        even = positions.shape[1] % 2 == 0
+        return positions - cache.layer_length(layer) if continuing and even else positions
+
+
 # ------------------------------------------------------------------ padding and batches
+
+
+@mutant(fails={"MODEL-4"})
+class EvenPadMovesTheFirstToken(TinyLM):
+    """with no positions given, a row left-padded by an even count puts its first real token at
+    position 1, beside the second (a pad arithmetic off by one on one parity)"""
+
+    def own_positions(self, mask, documents, start, seq):
+        positions = super().own_positions(mask, documents, start, seq)
+        pads = (mask == 0).sum(dim=-1, keepdim=True)
+        first = (pads > 0) & (pads % 2 == 0) & (positions == 0) & mask[:, start : start + seq].bool()
+        return torch.where(first, 1, positions)
 
 
 @mutant(fails={"MODEL-5"})
