@@ -201,3 +201,24 @@ def test_every_model_spec_kills_a_mutant(model_run):
     killers = {o["spec"] for o in model_run.outcomes if State(o["state"]) == KILL}
     survivors = [spec for spec in specs if spec not in killers]
     assert len(specs) >= 8 and not survivors, f"model specs that killed no mutant: {survivors}"
+
+
+def test_a_model_case_runs_on_one_thread_unless_a_count_is_chosen():
+    """Tiny models on one torch thread (model-benchmark measured both, idle and beside a job); a
+    --perf-threads count wins, and the session's count is back after the case."""
+    import torch
+
+    from posenc.harness.execution import MODEL_THREADS, model_threads
+    from posenc.harness.parametrization import SpecCase
+
+    session = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        case = SpecCase("MODEL-2", BY_NAME["tinylm"], "test_decoding_matches_each_prefix_with_given_positions")
+        with model_threads(case, 0):
+            assert torch.get_num_threads() == MODEL_THREADS == 1
+        assert torch.get_num_threads() == 2
+        with model_threads(case, 2):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(session)

@@ -59,3 +59,23 @@ def test_every_subcommand_has_help_and_rejects_unknown_flags(command, posenc_her
     (line,) = wrong.stderr.strip().splitlines()  # one line
     assert line.startswith(f"python -m posenc {command}: error: unrecognized arguments: --no-such-flag"), line
 
+
+
+def test_model_budget_states_each_thread_count_idle_and_beside_a_job(tmp_path):
+    """The model-benchmark figures render as one row per torch thread count, idle and beside a job,
+    each the median with the models less the median start-up."""
+    import json
+
+    from posenc.tools import model_benchmark
+
+    conditions = {model_benchmark.condition(threads, load): {"with_models": [10.0 * threads + i, 30.0],
+                                                              "start_up": [2.0, 4.0]}
+                  for threads in model_benchmark.THREADS for i, load in enumerate(model_benchmark.LOADS)}
+    kept = tmp_path / "model-benchmark.json"
+    kept.write_text(json.dumps({"machine": "a CPU, 2 logical CPUs, 2 torch threads", "torch": "2", "transformers": "5",
+                                "date": "2026-12-03", "repeat": 2, "models": 3, "cases": 30,
+                                "conditions": conditions, "per_model": {"lm_a": 1.0, "lm_b": 0.5}}))
+    text = model_benchmark.budget_markdown(kept)
+    # medians: with models (10·t + i + 30) / 2, start-up 3
+    assert "| 1 | 17.0 s | 17.5 s |" in text and "| 2 | 22.0 s | 22.5 s |" in text, text
+    assert "median of 2 runs" in text and max(len(line) for line in text.splitlines()) <= 100, text

@@ -86,8 +86,15 @@ def _leak(case: SpecCase, changed: list[str]) -> isolation.GlobalStateLeak:
 
 
 @contextmanager
-def guarded(case: SpecCase):
-    """torch's global state captured before the spec and restored after it; a change is an error."""
+def guarded(case: SpecCase, threads: int = 0):
+    """The case on its torch threads (:func:`model_threads`; ``threads``: ``--perf-threads``), and
+    torch's global state captured before the spec and restored after it; a change is an error."""
+    with model_threads(case, threads), _isolated(case):
+        yield
+
+
+@contextmanager
+def _isolated(case: SpecCase):
     before = isolation.capture()
     try:
         yield
@@ -99,6 +106,27 @@ def guarded(case: SpecCase):
     changed = isolation.restore(before)
     if changed:
         raise _leak(case, changed)
+
+
+#: A whole model's case runs on this many torch threads unless ``--perf-threads`` chose a count:
+#: more threads make tiny widths a little faster on an idle machine and many times slower beside
+#: another job, whose threads they fight (``python -m posenc model-benchmark``, its table on
+#: docs/findings/models.md).
+MODEL_THREADS = 1
+
+
+@contextmanager
+def model_threads(case: SpecCase, chosen: int):
+    """:data:`MODEL_THREADS` torch threads for a model record's case where none were ``chosen``."""
+    if case.record.kind != "model" or chosen:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(MODEL_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 #: A half-precision case repeats its float32 case's draws under a coarser tolerance: it makes

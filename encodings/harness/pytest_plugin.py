@@ -159,7 +159,7 @@ def pytest_runtest_call(item):
     item.stash[_RUNNING] = spec = RunningSpec(case.claim, case.spec, item.stash.get(_SPEC_ID, item.nodeid),
                                               str(item.path), case.record, tuple(item.fixturenames))
     judge.report_briefly(item, case)
-    with execution.guarded(case), execution.sized_draws(item, case):
+    with execution.guarded(case, state.settings.perf_threads), execution.sized_draws(item, case):
         execution.block_if_unjudgeable(case, state.timed_out, state.settings.device)  # the probe runs the encoder
         with running(spec), execution.blamed_on_history(case, state.settings.device):
             return (yield)

@@ -37,6 +37,11 @@ THREADS = (1, 2)
 LOADS = ("idle", "beside a job")
 
 
+def condition(threads: int, load: str) -> str:
+    """A condition's name: ``"1 thread, idle"``, ``"2 threads, beside a job"``."""
+    return f"{threads} thread{'s' * (threads > 1)}, {load}"
+
+
 @contextlib.contextmanager
 def _load(kind: str):
     job = subprocess.Popen([sys.executable, "-c", BUSY]) if kind == LOADS[1] else None
@@ -62,7 +67,7 @@ def measure(repeat: int) -> dict:
                             out = Path(scratch) / f"{load}-{threads}-{key}-{i}"
                             out.mkdir()
                             runs[key].append(_run([*extra, "--perf-threads", str(threads)], out))
-                conditions[f"{threads} thread{'s' * (threads > 1)}, {load}"] = {
+                conditions[condition(threads, load)] = {
                     "threads": threads, "load": load, "with_models": [r["wall"] for r in runs["models"]],
                     "start_up": [r["wall"] for r in runs["start-up"]]}
                 if base is None:
@@ -96,8 +101,7 @@ def budget_markdown(path: Path = MEASUREMENTS) -> str:
     lines = textwrap.wrap(text, 100, break_on_hyphens=False) + ["", "| torch threads | idle | beside a job |",
                                                                  "|---|---|---|"]
     for threads in THREADS:
-        cells = [f"{_added(data['conditions'][f'{threads} thread' + 's' * (threads > 1) + ', ' + load]):.1f} s"
-                 for load in LOADS]
+        cells = [f"{_added(data['conditions'][condition(threads, load)]):.1f} s" for load in LOADS]
         lines.append(f"| {threads} | " + " | ".join(cells) + " |")
     lines += ["", *textwrap.wrap(f"Costliest with one thread, idle: {costliest}.", 100, break_on_hyphens=False)]
     return "\n".join(lines) + "\n"
