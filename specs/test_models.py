@@ -188,7 +188,7 @@ def _require_teeth(model, ids, positions, bound, what, regime=GIVEN):
     said = "; ".join(f"{how} moves the last logits by {change:.2e}" for how, change in moves.items())
     why = ("given positions move nothing where the order of the tokens does: the model seems to ignore "
            "position_ids" if reversal >= need else "the logits barely depend on position here")
-    s.undecided(f"no teeth for {what}: {said}, under {TEETH} tolerances ({need:.2e}); {why}")
+    s.undecided(f"no teeth for {what}: {why} ({said}, under {TEETH} tolerances, {need:.2e})")
 
 
 @pytest.mark.claim(CONTRACT, kinds=("model",))
