@@ -229,10 +229,10 @@ def test_shifting_every_position_leaves_the_logits(record, device):
 # ------------------------------------------------------------------ MODEL-2
 
 
-def _prefix_logits(fresh, ids, end, place, device):
+def _prefix_logits(fresh, ids, end, place, device, regime):
     """A fresh pass on ``ids[:, :end]`` (given positions, or the model's own)."""
     logits, _ = _forward(fresh(), ids[:, :end], place(_positions(ids.shape[0], end, device=device)),
-                         what=f"a fresh pass on the prefix 0…{end - 1}")
+                         what=f"{REGIMES[regime]}, a fresh pass on the prefix 0…{end - 1}")
     return logits
 
 
@@ -248,18 +248,18 @@ def _decode(record, device, regime):
     decode = plan.decode_plan(fresh.traits)
     ids = _ids(1, decode.length, record, seed=1, device=device)
     if regime == OWN:
-        steps = _generate(model, ids, torch.ones_like(ids), decode.prefill, "decoding with the model's own positions")
+        steps = _generate(model, ids, torch.ones_like(ids), decode.prefill, f"{REGIMES[regime]}, decoding")
         at = list(range(decode.prefill - 1, decode.length - 1))
     else:
         logits, cache = _forward(model, ids[:, : decode.prefill], _positions(1, decode.prefill, device=device),
-                                 what=f"a prefill of {decode.prefill}")
+                                 what=f"{REGIMES[regime]}, a prefill of {decode.prefill}")
         rows = [logits[:, -1]]
         for j in range(decode.prefill, decode.length):
             step, cache = _forward(model, ids[:, j : j + 1], _positions(1, 1, j, device), cache=cache,
-                                   what=f"decoding position {j}")
+                                   what=f"{REGIMES[regime]}, decoding position {j}")
             rows.append(step[:, -1])
         steps, at = torch.stack(rows, dim=1), list(range(decode.prefill - 1, decode.length))
-    prefixes = torch.stack([_prefix_logits(fresh, ids, j + 1, place, device)[:, -1] for j in at], dim=1)
+    prefixes = torch.stack([_prefix_logits(fresh, ids, j + 1, place, device, regime)[:, -1] for j in at], dim=1)
     bound = _bound(prefixes, model, reach=decode.length)
     errors = (steps - prefixes).abs().amax(dim=(0, 2))
     worst = _first_over(errors, bound)
@@ -269,7 +269,7 @@ def _decode(record, device, regime):
                           f"(maximum {record.model.max_position})", position=at[worst], regime=regime)
     if _promises_full_pass(fresh.traits, decode.last):
         full, _ = _forward(fresh(), ids, place(_positions(1, decode.length, device=device)),
-                           what=f"a full pass of {decode.length}")
+                           what=f"{REGIMES[regime]}, a full pass of {decode.length}")
         errors = (steps - full[:, at]).abs().amax(dim=(0, 2))
         worst = _first_over(errors, bound)
         s.require_within(error=float(errors[worst]), bound=bound,
@@ -302,18 +302,19 @@ def _chunks(record, device, regime):
     cache, start, judged = None, 0, []
     for size in sizes:
         logits, cache = _forward(model, ids[:, start : start + size], place(_positions(1, size, start, device)),
-                                 cache=cache, what=f"the chunk {start}…{start + size - 1}")
+                                 cache=cache, what=f"{REGIMES[regime]}, the chunk {start}…{start + size - 1}")
         judged.append((start, start + size, logits))
         start += size
     bound = None
     for k, (begin, end, logits) in enumerate(judged):
-        reference = _prefix_logits(fresh, ids, end, place, device)[:, begin:end]
+        reference = _prefix_logits(fresh, ids, end, place, device, regime)[:, begin:end]
         bound = bound or _bound(reference, model, reach=length)
         s.require_within(error=_error(logits, reference), bound=bound,
                          what=f"{REGIMES[regime]}, chunk {k} ({begin}…{end - 1}, chunk sizes {sizes}) gives other "
                               f"logits than a fresh pass on the prefix 0…{end - 1}", chunk=k, regime=regime)
     if _promises_full_pass(fresh.traits, length - 1):
-        full, _ = _forward(fresh(), ids, place(_positions(1, length, device=device)), what=f"a full pass of {length}")
+        full, _ = _forward(fresh(), ids, place(_positions(1, length, device=device)),
+                           what=f"{REGIMES[regime]}, a full pass of {length}")
         chunked = torch.cat([logits for _, _, logits in judged], dim=1)
         s.require_within(error=_error(chunked, full), bound=bound,
                          what=f"{REGIMES[regime]}, a prefill in chunks of {sizes} gives other logits than one full "
@@ -340,13 +341,14 @@ def _prompt_then_decode(model, ids, mask, prompt: int, regime, what):
     place = _regime(model, regime)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     logits, cache = _forward(model, ids[:, :prompt], place(positions[:, :prompt]), mask[:, :prompt],
-                             what=f"{what}: its prompt")
+                             what=f"{REGIMES[regime]}, {what}: its prompt")
     if regime == OWN:
-        return torch.cat((logits[:, :-1], _generate(model, ids, mask, prompt, f"{what}: decoding")), dim=1)
+        decoded = _generate(model, ids, mask, prompt, f"{REGIMES[regime]}, {what}: decoding")
+        return torch.cat((logits[:, :-1], decoded), dim=1)
     steps = [logits]
     for j in range(prompt, ids.shape[1] - 1):
         step, cache = _forward(model, ids[:, j : j + 1], place(positions[:, j : j + 1]), mask[:, : j + 1], cache,
-                               what=f"{what}: decoding column {j}")
+                               what=f"{REGIMES[regime]}, {what}: decoding column {j}")
         steps.append(step)
     return torch.cat(steps, dim=1)
 
@@ -565,12 +567,12 @@ def _packing(record, device, regime):
     if regime == OWN and fresh.traits.packing == "positions":
         raise Excluded("the model tells documents by position ids that restart: they are given, never its own")
     which = torch.cat([torch.full((1, d.shape[1]), k, device=device) for k, d in enumerate(documents)], dim=1)
-    packed, _ = _forward(fresh(), ids, place(restarting), what=f"documents of {list(lengths)} packed in one row",
-                         packed=True, documents=which if fresh.traits.packing == "document_ids" else None)
+    packed, _ = _forward(fresh(), ids, place(restarting),
+                         what=f"{REGIMES[regime]}, documents of {list(lengths)} packed in one row", packed=True, documents=which if fresh.traits.packing == "document_ids" else None)
     start, alone = 0, []
     for k, document in enumerate(documents):
         logits, _ = _forward(fresh(), document, place(_positions(1, document.shape[1], device=device)),
-                             what=f"document {k} alone")
+                             what=f"{REGIMES[regime]}, document {k} alone")
         alone.append((start, logits))
         start += document.shape[1]
     bound = _bound(torch.cat([logits for _, logits in alone], dim=1), fresh.pristine)

@@ -186,6 +186,25 @@ def test_mutant_fails_exactly_its_declared_claims(model_run, name):
         print(f"{claim}: {_describe(model_run, name, claim)}")
 
 
+@pytest.mark.parametrize("name", KILLED)
+def test_mutant_fails_in_the_regime_its_defect_lives_in(model_run, name):
+    """A relation that runs in two regimes fails in exactly those the mutant declares: a defect of
+    the model's own positions only where the model chooses them, one of the cache, mask or
+    documents in both; and each violation names its regime."""
+    declared = next(m.regimes for m in CATALOGUE.MUTANTS if m.record.name == name)
+    for claim in sorted(CATALOGUE.EXPECTED_CLAIMS[name]):
+        specs = {o["spec"]: o for o in model_run.of(name) if o["claim"] == claim and "_with_" in o["spec"]}
+        if not specs:
+            continue  # a relation of one regime
+        failing = {spec.rsplit("_with_", 1)[1].removesuffix("_positions"): o for spec, o in specs.items()
+                   if State(o["state"]) == KILL}
+        assert set(failing) == declared, f"{name} {claim}: fails with {sorted(failing)} positions, declared " \
+                                         f"{sorted(declared)}"
+        for regime, o in failing.items():
+            said = "with given positions" if regime == "given" else "with the model's own positions"
+            assert said in o["message"], o["message"]
+
+
 def test_every_failure_carries_a_reproducer_that_loads_the_plugin(model_run):
     failures = [o for o in model_run.outcomes if State(o["state"]) == KILL]
     assert failures, "no mutant failed: the check would be vacuous"

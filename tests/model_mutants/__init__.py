@@ -299,6 +299,7 @@ class ModelMutant:
     survives: str = ""
     undecided: frozenset[str] = frozenset()
     control: str = "tinylm"  # the control whose declarations it keeps
+    regimes: frozenset[str] = frozenset({"given", "own"})  # where a two-regime relation fails
 
 
 def _build(model_class, traits=TRAITS):
@@ -333,7 +334,8 @@ CONTROLS = {CONTROL.name: CONTROL, DYNAMIC_CONTROL.name: DYNAMIC_CONTROL, WINDOW
 MUTANTS: list[ModelMutant] = []
 
 
-def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", undecided: set[str] = frozenset()):
+def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", undecided: set[str] = frozenset(),
+           regimes: set[str] = frozenset({"given", "own"})):
     """Declare a ``TinyLM`` subclass a mutant named ``tinylm_<its snake-case name>``: its control's
     record and declarations (the dynamic control's for a ``DynamicTinyLM``), its build, and the
     claims it must fail."""
@@ -344,7 +346,8 @@ def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", 
             WINDOWED_CONTROL if issubclass(model_class, WindowedTinyLM) else CONTROL
         record = dataclasses.replace(control, name=name, build=_build(model_class, control.model),
                                      description=" ".join((model_class.__doc__ or "").split()))
-        MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided), control.name))
+        MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided), control.name,
+                                   frozenset(regimes)))
         return model_class
 
     return decorate
@@ -381,7 +384,7 @@ class LayerOffsetAfterUpdate(TinyLM):
         return positions + cache.get_seq_length() - cache.layer_length(layer) if continuing else positions
 
 
-@mutant(fails={"MODEL-2", "MODEL-3"}, why=OWN_CACHE_PATH)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=OWN_CACHE_PATH, regimes={"own"})
 class OwnPositionsFromZero(TinyLM):
     """with no positions given, a continuation counts its positions from 0, not from the cache's
     length (the decode offset of executorch #2010, in the model's own default)"""
@@ -390,7 +393,7 @@ class OwnPositionsFromZero(TinyLM):
         return super().own_positions(mask[:, start:], documents, 0, seq)
 
 
-@mutant(fails={"MODEL-2", "MODEL-3"}, why=OWN_CACHE_PATH)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=OWN_CACHE_PATH, regimes={"own"})
 class OwnOffsetReadAfterUpdate(TinyLM):
     """with no positions given, layers above the first take their offset from the cache that layer
     0 already advanced (flash-linear-attention #766)"""
@@ -405,7 +408,7 @@ class OwnOffsetReadAfterUpdate(TinyLM):
         return positions
 
 
-@mutant(fails={"MODEL-3"}, why="")
+@mutant(fails={"MODEL-3"}, why="", regimes={"own"})
 class ChunkOffsetRoundedToTheChunk(TinyLM):
     """with no positions given, a continuation starts at the cache length rounded down to a
     multiple of this call's length: exact for one-token steps and for chunks of one size"""
@@ -429,7 +432,7 @@ class EvenChunkRestartsAtZero(TinyLM):
 # ------------------------------------------------------------------ padding and batches
 
 
-@mutant(fails={"MODEL-4"})
+@mutant(fails={"MODEL-4"}, regimes={"own"})
 class EvenPadMovesTheFirstToken(TinyLM):
     """with no positions given, a row left-padded by an even count puts its first real token at
     position 1, beside the second (a pad arithmetic off by one on one parity)"""
@@ -441,7 +444,7 @@ class EvenPadMovesTheFirstToken(TinyLM):
         return torch.where(first, 1, positions)
 
 
-@mutant(fails={"MODEL-5"})
+@mutant(fails={"MODEL-5"}, regimes={"own"})
 class OwnPositionsOfTheFirstRow(TinyLM):
     """with no positions given, the whole batch takes the first row's positions (a per-row offset
     taken from one row: unsloth #3803's class, in the model's own default)"""
@@ -617,7 +620,7 @@ class DynamicBatchMaximumBase(DynamicTinyLM):
         return super().row_lengths(positions).amax().expand(positions.shape[0])
 
 
-@mutant(fails={"MODEL-4"})
+@mutant(fails={"MODEL-4"}, regimes={"own"})
 class DynamicPadPositionsFromArange(DynamicTinyLM):
     """with no positions given, positions count every column, pads included (transformers #22161's
     class: ``arange`` where the mask's ``cumsum`` is due), so a padded row's base grows early"""
@@ -628,7 +631,7 @@ class DynamicPadPositionsFromArange(DynamicTinyLM):
         return torch.arange(start, start + seq, device=mask.device).expand(mask.shape[0], seq)
 
 
-@mutant(fails={"MODEL-8"})
+@mutant(fails={"MODEL-8"}, regimes={"own"})
 class DynamicPackedPositionsNotRestarted(DynamicTinyLM):
     """with documents but no positions given, positions run on across the pack instead of
     restarting at each document (torchtitan #2559, OLMo-core #591), so the base follows the pack"""
@@ -642,7 +645,7 @@ class DynamicPackedPositionsNotRestarted(DynamicTinyLM):
 
 @mutant(fails={"MODEL-2", "MODEL-3", "MODEL-4"},
         why=OWN_CACHE_PATH + "; the keys held count a padded row's pads, so its decode steps start elsewhere than "
-            "the row alone's (MODEL-4)")
+            "the row alone's (MODEL-4)", regimes={"own"})
 class RollingCachePositionsFromWhatItHolds(WindowedTinyLM):
     """with no positions given, a continuation starts at the number of keys the rolling cache
     still holds, not at the tokens it has seen: positions stop growing once the window is full"""
