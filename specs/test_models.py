@@ -568,7 +568,8 @@ def _packing(record, device, regime):
         raise Excluded("the model tells documents by position ids that restart: they are given, never its own")
     which = torch.cat([torch.full((1, d.shape[1]), k, device=device) for k, d in enumerate(documents)], dim=1)
     packed, _ = _forward(fresh(), ids, place(restarting),
-                         what=f"{REGIMES[regime]}, documents of {list(lengths)} packed in one row", packed=True, documents=which if fresh.traits.packing == "document_ids" else None)
+                         what=f"{REGIMES[regime]}, documents of {list(lengths)} packed in one row", packed=True,
+                         documents=which if fresh.traits.packing == "document_ids" else None)
     start, alone = 0, []
     for k, document in enumerate(documents):
         logits, _ = _forward(fresh(), document, place(_positions(1, document.shape[1], device=device)),
