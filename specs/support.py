@@ -7,6 +7,8 @@ claim once, in its ``claim`` marker, and every failure carries a command that re
 
 from __future__ import annotations
 
+import math
+
 from contextlib import contextmanager
 
 import pytest
@@ -141,6 +143,9 @@ def require_within(*, error: float, bound: float, what: str, **details):
     """Raise :class:`ClaimViolation` unless ``error <= bound`` (NaN fails)."""
     __tracebackhide__ = True
     if not error <= bound:
+        if math.isnan(bound):  # the bound scales with an output that is not finite
+            violated(f"{what}: error {error:.3e}, and the tolerance is NaN: the output it scales with is not finite",
+                     **details)
         violated(f"{what}: error {error:.3e} exceeds tolerance {bound:.3e}", **details)
 
 

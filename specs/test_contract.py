@@ -1,6 +1,7 @@
 """The calling contract (matrix row ``contract``), on every encoder.
 
-* ``y = f(x)`` keeps the shape, dtype and device of ``x``, is finite and leaves ``x`` untouched;
+* ``y = f(x)`` keeps the shape, dtype and device of ``x``, is finite (at 5 positions, and at every
+  position of a ``max_len`` call) and leaves ``x`` untouched;
 * bad input raises an error whose message names the broken limit: non-float dtype, wrong rank,
   positions of the wrong shape or negative, a negative offset. The message is judged, not the
   exception's type: an ``IndexError`` that says which limit was passed is clear, a ``ValueError``
@@ -38,9 +39,20 @@ def test_output_keeps_shape_dtype_device(record, dtype, device):
     if observed != expected:
         s.violated("shape, dtype or device changed", observed=observed, expected=expected)
     if not bool(torch.isfinite(y).all()):
-        s.violated("non-finite output")
+        s.violated("non-finite output", length=x.shape[1])
     if not torch.equal(x, before):
         s.violated("the input was modified in place")
+    length = s.position_cap(record, s.SPEC_CONFIG.max_len - 1) + 1  # finite at every position of a table
+    x = s.randn(s.input_shape(record, 1, length), seed=2, dtype=dtype, device=device)
+    with torch.no_grad():
+        y = _call(record, module, x)
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        s.violated("shape changed", length=length, observed=getattr(y, "shape", type(y).__name__),
+                   expected=tuple(x.shape))
+    finite = torch.isfinite(y).reshape(1, length, -1).all(-1)[0]
+    if not bool(finite.all()):
+        first = int((~finite).nonzero()[0])
+        s.violated(f"non-finite output in a call of length {length}, from position {first}", first_position=first)
 
 
 def _expect_error(record, what, call, words, garbage=None, answer_is_judged_elsewhere=False):

@@ -235,6 +235,88 @@ def test_a_wrong_shape_encoder_is_blocked_by_the_contract_not_judged(tmp_path):
     assert result.returncode == 1
 
 
+GARBAGE_ROPES = '''
+import torch
+import posenc
+
+
+class AllNaN(posenc.RotaryEmbedding):
+    def forward(self, x, positions=None, *, offset=0):
+        return torch.full_like(super().forward(x, positions, offset=offset), float("nan"))
+
+
+class NaNPast(posenc.RotaryEmbedding):
+    """NaN at every position past 40 (of a 128-position call, say)."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        y = super().forward(x, positions, offset=offset)
+        if positions is None:
+            positions = torch.arange(x.shape[1], device=x.device) + offset
+        far = (positions > 40).reshape(*positions.shape, *([1] * (y.dim() - 2)))  # over (batch,) seq
+        return torch.where(far, float("nan"), y)
+
+
+class Raises(posenc.RotaryEmbedding):
+    def forward(self, x, positions=None, *, offset=0):
+        raise RuntimeError("this encoder never answers")
+
+
+for name, module in (("all_nan_rope", AllNaN), ("nan_past_40_rope", NaNPast), ("raising_rope", Raises)):
+    posenc.register(posenc.EncoderRecord(
+        name=name, kind="rotary", source="tests/test_faults.py",
+        build=lambda c, module=module: module(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
+        geometry=posenc.RotaryGeometry(layout="interleaved"), claims=posenc.rotary_claims()))
+'''
+
+
+@pytest.fixture(scope="module")
+def garbage_run(tmp_path_factory):
+    """The default specs on an encoder that answers all NaN, one that answers NaN past position 40,
+    and one that raises on every call: ``(result, report)``."""
+    directory = tmp_path_factory.mktemp("garbage")
+    (directory / "garbage_ropes.py").write_text(GARBAGE_ROPES)
+    result = run_specs("--plugin", directory / "garbage_ropes.py",
+                       "--encoders", "all_nan_rope,nan_past_40_rope,raising_rope", matrix_dir=directory / "reports")
+    return result, report(directory / "reports" / "verdicts.json")
+
+
+def _row(data, encoder):
+    return {claim: cells[encoder] for claim, cells in data["matrix"].items()}
+
+
+def test_an_all_nan_encoder_fails_the_contract_and_blocks_every_other_claim(garbage_run):
+    result, data = garbage_run
+    row = _row(data, "all_nan_rope")
+    assert row["contract"] == State.UNEXPECTEDLY_FAILING, row
+    judged = {state for claim, state in row.items() if claim != "contract"} - {State.NA, State.NOT_RUN}
+    assert judged == {State.BLOCKED}, row  # never holds, never "depends on ROPE-9"
+    blocked = {o["message"] for o in data["outcomes"] if o["encoder"] == "all_nan_rope" and o["state"] == "blocked"}
+    assert blocked == {"blocked by the contract: all_nan_rope answers finite input with non-finite values (640 of "
+                       "640 entries: 640 NaN, 0 inf); the contract's finiteness fails first, and no other claim is "
+                       "judged on them"}, blocked
+    assert result.returncode == 1 and "no surprise" not in result.stdout
+
+
+def test_nan_past_a_position_fails_the_contract_and_the_claims_that_read_it(garbage_run):
+    _, data = garbage_run
+    row = _row(data, "nan_past_40_rope")
+    assert row["contract"] == State.UNEXPECTEDLY_FAILING, row
+    contract = [o["message"] for o in data["outcomes"]
+                if o["encoder"] == "nan_past_40_rope" and o["claim"] == "contract" and o["state"] != "holds"]
+    assert any("non-finite output in a call of length 128, from position 41" in m for m in contract), contract
+    assert State.DEPENDS_ON_HISTORY not in row.values(), row
+    assert row["ROPE-10a"] == State.UNEXPECTEDLY_FAILING, row  # its far positions read the NaN
+
+
+def test_an_encoder_that_raises_on_every_call_holds_nothing(garbage_run):
+    _, data = garbage_run
+    row = _row(data, "raising_rope")
+    del row["ROPE-5"]  # "no trainable parameters" is read off the module, which builds: it holds
+    assert State.HOLDS not in row.values() and State.HOLDS_PARTIAL not in row.values(), row
+    assert row["ROPE-11"] == State.UNEXPECTEDLY_FAILING, row  # both dtypes raise: not precision's excuse
+    assert State.DEPENDS_ON_HISTORY not in row.values(), row
+
+
 # ---------------------------------------------------------------- start-up errors
 
 BROKEN_PLUGINS = {
