@@ -1,7 +1,8 @@
 """The benchmarks' side of a run: pytest-benchmark's tables narrowed, machine info, and
 ``--perf-compare``: this run's benchmarks against a saved run, judged by
 ``specs/test_perf.py::test_benchmarks_pass_the_gate``, which the harness runs last, so that a
-regression fails a test and the run ends on a red line."""
+regression fails a test and the run ends on a red line. The saved run is read and checked at
+start-up (``options.read``): a file that cannot be compared stops the run before any benchmark."""
 
 from __future__ import annotations
 
@@ -53,7 +54,11 @@ def gate_this_run(perf: PerfSession) -> str | None:
 def compare(perf: PerfSession, saved_path, gates) -> bool:
     """Compare with the saved run at ``saved_path``; True when a gate found a regression."""
     current = history.run_in_progress(perf.benchmarks)
-    saved = history.read_run(saved_path)
+    try:
+        saved = history.read_run(saved_path)  # checked at start-up (options.read); read again in case it changed
+    except history.RunFileError as error:
+        perf.regressions = [f"REGRESSION check impossible: {error}"]
+        return True
     for difference in history.machine_differences(saved.machine, current.machine):
         perf.note(f"WARNING the runs differ in {difference}: their timings are not comparable")
     perf.regressions = history.regressions(saved, current, list(gates))

@@ -41,6 +41,15 @@ TIMED = ("time", "best", "xcopy")
 NOISE_K = 2.0
 DEFAULT_GATE = "peak:5%,static:5%,kernels:0,best:30%,xcopy:25%"
 
+#: ``python -m posenc compare``'s exit codes -> what each means (its ``--help`` and docs/how-to/profiling.md list them)
+OK, REGRESSED, USAGE, BAD_RUN_FILE = 0, 1, 2, 3
+EXIT_CODES = {
+    OK: "compared, no regression beyond the gate",
+    REGRESSED: "--fail: a benchmark regressed beyond the gate",
+    USAGE: "bad option or gate, or no such saved run",
+    BAD_RUN_FILE: "a run file cannot be compared: unreadable, not JSON, not a pytest-benchmark save, or no benchmarks",
+}
+
 
 @dataclass(frozen=True)
 class Run:
@@ -88,12 +97,65 @@ def _row(benchmark: dict) -> dict[str, float]:
     return {m: float(v) for m, v in values.items() if v is not None}
 
 
+class RunFileError(ValueError):
+    """A saved run that cannot be compared: unreadable, not JSON, not a pytest-benchmark save, or empty.
+    Its message is one line that starts with the file's path."""
+
+
+def _load(path: Path) -> dict:
+    """The file's JSON object; a :class:`RunFileError` naming the file, and the line and column of bad JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RunFileError(f"{path}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunFileError(f"{path}: cannot be read: {error}") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path}: not a pytest-benchmark save: the JSON is a {type(data).__name__}, not an object")
+    return data
+
+
+def _check_benchmarks(path: Path, data: dict) -> list[dict]:
+    """The ``benchmarks`` list of a pytest-benchmark save, each entry with a name and numeric stats."""
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, list):
+        keys = ", ".join(map(str, data)) or "none"
+        raise RunFileError(f"{path}: not a pytest-benchmark save: no 'benchmarks' list (keys: {keys})")
+    if not benchmarks:
+        raise RunFileError(f"{path}: the run holds no benchmarks: nothing to compare with")
+    for index, entry in enumerate(benchmarks):
+        where = f"{path}: not a pytest-benchmark save: benchmark {index}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise RunFileError(f"{where} has no 'name' string (got {str(entry)[:80]!r})")
+        where += f" ({entry['name']})"
+        for section in ("stats", "extra_info"):
+            if not isinstance(entry.get(section, {}), dict):
+                raise RunFileError(f"{where}: '{section}' is a {type(entry[section]).__name__}, not an object")
+        if "stats" not in entry:
+            raise RunFileError(f"{where} has no 'stats'")
+        for spec in (*(spec for spec, *_ in METRICS.values()), "stats.iqr"):
+            value = _value(entry, spec)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise RunFileError(f"{where}: {spec} is {value!r}, not a number")
+        if _value(entry, METRICS["time"][0]) is None:
+            raise RunFileError(f"{where}: stats has no 'median'")
+        try:
+            benchmark_key(entry)
+        except (AttributeError, TypeError) as error:
+            raise RunFileError(f"{where}: its extra_info does not name a posenc benchmark ({error})") from None
+    return benchmarks
+
+
 def read_run(path: Path) -> Run:
-    data = json.loads(Path(path).read_text())
-    rows = {benchmark_key(b): _row(b) for b in data.get("benchmarks", [])}
-    number = Path(path).name.split("_", 1)[0]
-    return Run(Path(path), number, data.get("commit_info", {}).get("id", "")[:10], data.get("datetime", ""), rows,
-               data.get("machine_info", {}).get("posenc", {}))
+    """A saved pytest-benchmark run; a :class:`RunFileError` when it is not one or holds no benchmarks."""
+    path = Path(path)
+    data = _load(path)
+    rows = {benchmark_key(b): _row(b) for b in _check_benchmarks(path, data)}
+    commit_info, machine_info = data.get("commit_info"), data.get("machine_info")
+    commit = str(commit_info.get("id") or "")[:10] if isinstance(commit_info, dict) else ""
+    machine = machine_info.get("posenc", {}) if isinstance(machine_info, dict) else {}
+    number = path.name.split("_", 1)[0]
+    return Run(path, number, commit, str(data.get("datetime", "")), rows, machine if isinstance(machine, dict) else {})
 
 
 def run_in_progress(infos: list[dict]) -> Run:

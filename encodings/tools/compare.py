@@ -4,21 +4,30 @@ Reads pytest-benchmark's histories (``pytest specs -m perf --benchmark-autosave`
 per benchmark, before → after and the change of median time, peak and static memory, ×copy and
 kernel count. ``--fail GATE`` exits 1 with one line per regression (default gate:
 ``posenc.harness.history.DEFAULT_GATE``); ``--trend DIR`` writes every saved run as TensorBoard
-scalars with the run number as step.
+scalars with the run number as step. A run file that cannot be compared (not JSON, not a
+pytest-benchmark save, or holding no benchmarks) is refused with one line naming it and its own
+exit code: ``posenc.harness.history.EXIT_CODES`` lists them all.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 from posenc.harness import history
+from posenc.harness.history import BAD_RUN_FILE, EXIT_CODES, OK, REGRESSED, USAGE
 from posenc.tools import cli
 
 
+def exit_codes_help() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
+
+
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(prog="python -m posenc compare", description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(prog="python -m posenc compare", description=__doc__.splitlines()[0],
+                                epilog=exit_codes_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", nargs="?", default="previous", help="run number, file, or 'previous' (default)")
     parser.add_argument("after", nargs="?", default="latest", help="run number, file, or 'latest' (default)")
     parser.add_argument("--storage", default=".benchmarks", help="pytest-benchmark storage folder (default .benchmarks)")
@@ -31,18 +40,27 @@ def main(argv=None) -> int:
                               f"{history.DEFAULT_GATE}). GATE: {history.GATE_HELP}").replace("%", "%%"))
     parser.add_argument("--trend", metavar="LOGDIR", help="write every saved run as TensorBoard scalars into LOGDIR")
     args = parser.parse_args(argv)
+    try:
+        return _compare(args)
+    except history.RunFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return BAD_RUN_FILE
+
+
+def _compare(args) -> int:
     if args.trend and (args.before, args.after) == ("previous", "latest") and len(
             history.saved_runs(Path(args.storage))) < 2 and not args.fail:
         tags = history.write_trend(Path(args.storage), Path(args.trend))  # nothing to compare yet
         print(f"trend: {len(tags)} scalar tags in {args.trend}", file=sys.stderr)
-        return 0
+        return OK
     try:
         gates = history.parse_gate(args.fail) if args.fail else []
-        before = history.read_run(history.find_run(Path(args.storage), args.before))
-        after = history.read_run(history.find_run(Path(args.storage), args.after))
+        before_path = history.find_run(Path(args.storage), args.before)
+        after_path = history.find_run(Path(args.storage), args.after)
     except (LookupError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return USAGE
+    before, after = history.read_run(before_path), history.read_run(after_path)
     for difference in history.machine_differences(before.machine, after.machine):
         print(f"warning: the runs differ in {difference}: their timings are not comparable", file=sys.stderr)
     rows = history.comparison_rows(before, after, sort=args.sort)
@@ -63,7 +81,7 @@ def main(argv=None) -> int:
     if found:
         red, plain = ("\033[31m", "\033[0m") if sys.stderr.isatty() else ("", "")
         print(f"{red}FAILED: {len(found)} benchmark regression(s) beyond the gate {args.fail}{plain}", file=sys.stderr)
-    return 1 if found else 0
+    return REGRESSED if found else OK
 
 
 if __name__ == "__main__":
