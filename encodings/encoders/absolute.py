@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .positions import FrequencyModule, angle_dtype, resolve_positions, rotation_angles
-from .validation import require_even, require_float, require_last_dim, require_rank
+from .validation import require_even, require_float, require_last_dim, require_positive_int, require_rank
 
 
 def _check_tokens(x: torch.Tensor, d_model: int) -> None:
@@ -30,8 +30,8 @@ class LearnablePositionalEmbedding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        if max_len <= 0 or d_model <= 0:
-            raise ValueError(f"max_len and d_model must be positive, got {max_len}, {d_model}")
+        require_positive_int(max_len, "max_len", "the learnable table's rows: positions 0 … max_len − 1")
+        require_positive_int(d_model, "d_model")
         self.max_len, self.d_model = max_len, d_model
         self.table = nn.Parameter(torch.randn(max_len, d_model))  # nn.Embedding's N(0, 1) init, as in 000 §2.1
 

@@ -46,6 +46,8 @@ def _integer_positions(positions: torch.Tensor, what: str, limit: int) -> torch.
         raise TypeError(f"{what} must be a torch.Tensor, got {type(positions).__name__}")
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{what} must be integer or real floating point, got {positions.dtype}")
+    if positions.device.type == "meta":
+        raise ValueError(f"{what} are on the meta device, which holds no values to check; give them on cpu or cuda")
     if positions.dim() not in (1, 2):
         raise ValueError(f"{what} must have rank 1 (seq,) or 2 (batch, seq), got rank {positions.dim()} "
                          f"with shape {tuple(positions.shape)}")
@@ -86,6 +88,9 @@ class ALiBiBias(nn.Module):
         limit = exact_position_limit(dtype)
         q = _integer_positions(q_positions, "q_positions", limit)
         k = q if k_positions is None else _integer_positions(k_positions, "k_positions", limit)
+        if q.device != k.device:
+            raise ValueError(f"q_positions are on {q.device} but k_positions are on {k.device}; "
+                             "give both on one device")
         batched = q_positions.dim() == 2 or (k_positions is not None and k_positions.dim() == 2)
         if q.shape[0] != k.shape[0] and 1 not in (q.shape[0], k.shape[0]):
             raise ValueError(f"q_positions and k_positions batch sizes disagree: {q.shape[0]} and {k.shape[0]}")
@@ -112,6 +117,10 @@ class ALiBiAttention(_ProjectedAttention):
     ``max_len`` (optional) limits the span a query attends to: keys more than ``max_len − 1``
     positions away are masked, so each query sees at most ``max_len`` keys when causal. ``None``
     (the default) attends to every key the mask allows; ALiBi itself has no length limit.
+
+    NaN when causal: a NaN in a later token's key or value reaches every earlier output (``−inf +
+    NaN`` is NaN in the logits, ``0 · NaN`` is NaN in the product with v), as in
+    :class:`~posenc.encoders.attention.RoPEAttention`; ATT-3 holds for finite input only.
     """
 
     def __init__(self, d_model: int, n_heads: int, *, causal: bool = True, max_len: int | None = None):

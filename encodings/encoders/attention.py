@@ -61,7 +61,15 @@ class _ProjectedAttention(nn.Module):
 
 
 class RoPEAttention(_ProjectedAttention):
-    """Multi-head softmax attention with RoPE on q and k (000 §3.3, 004 §4-5)."""
+    """Multi-head softmax attention with RoPE on q and k (000 §3.3, 004 §4-5).
+
+    NaN with ``causal=True``: a NaN or infinity in a later token's value reaches the outputs of
+    earlier tokens (ATT-3 holds for finite input only). The causal mask gives the later token a
+    weight of 0, and ``0 · NaN`` is NaN in the product with v; this comes from
+    :func:`torch.nn.functional.scaled_dot_product_attention` (on the CPU every earlier output becomes
+    NaN; CUDA's fused kernels, which skip masked blocks, may spread it less far). A NaN in a later key
+    stays out of earlier outputs on the CPU. Check inputs for NaN first if a token may hold it.
+    """
 
     def __init__(self, d_model: int, n_heads: int, *, causal: bool = False, **rotary_options):
         super().__init__(d_model, n_heads)

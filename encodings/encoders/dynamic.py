@@ -46,6 +46,10 @@ class DynamicPositionalEncoding(nn.Module):
         _check_heads_input(x, self.head_dim)
         pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
                                 angle_dtype=angle_dtype(x.dtype))
+        scale = float(self.dynamic_scale.detach())
+        if not (math.isfinite(scale) and scale >= 0):  # training moved it: s·p would be no positions at all
+            raise ValueError(f"dynamic_scale must be finite and non-negative (it scales the positions p to s·p), "
+                             f"got {scale!r}")
         adt = angle_dtype(x.dtype)  # s·p is an angle factor: never form it in half precision
         scaled = pos.to(adt) * self.dynamic_scale.to(adt)
         base_weight, scaled_weight = self.mix

@@ -43,11 +43,12 @@ def resolve_positions(
     *,
     angle_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """Return positions of shape ``(1 or batch, seq_len)``.
+    """Return positions of shape ``(1 or batch, seq_len)`` on ``device``.
 
     Integer positions stay int64; float positions (a learned scale) keep their
     dtype and their autograd graph. Positions past :func:`exact_position_limit` of
-    ``angle_dtype`` are refused: their angles could not be formed exactly.
+    ``angle_dtype`` are refused: their angles could not be formed exactly. Positions
+    are on ``device`` or on the CPU (then moved); any other device is refused.
     """
     limit = exact_position_limit(angle_dtype)
     where = f"{angle_dtype} angles represent" if angle_dtype is not None else "float64 holds"
@@ -66,22 +67,30 @@ def resolve_positions(
         raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"positions must be integer or real floating point, got {positions.dtype}")
+    target = torch.device(device)
+    if positions.device.type not in ("cpu", target.type) or positions.device.index not in (None, target.index):
+        raise ValueError(f"positions are on {positions.device} but the input is on {target}; "
+                         f"give positions on {target}{'' if target.type == 'cpu' else ' (or on the CPU)'}")
+    given_shape = tuple(positions.shape)
     if positions.dim() == 1:
         positions = positions.unsqueeze(0)
     if positions.dim() != 2 or positions.shape[1] != seq_len or positions.shape[0] not in (1, batch):
         raise ValueError(
-            f"positions must have shape (seq,)=({seq_len},) or (batch, seq)=({batch}, {seq_len}), "
-            f"got {tuple(positions.shape)}"
+            f"positions must have shape (seq,)=({seq_len},) or (batch, seq)=({batch}, {seq_len}), got {given_shape}"
         )
+    if positions.device.type == "meta":  # meta input and positions: no values to check
+        return positions
     if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
         raise ValueError("positions must be finite, got NaN or infinity")
     if positions.numel():
-        low, high = (float(v) for v in torch.aminmax(positions.detach().double()))
+        # int64 positions compared as integers: past 2^53 a float64 copy would round them onto the limit
+        low, high = (v.item() for v in torch.aminmax(positions.detach() if positions.is_floating_point()
+                                                    else positions.long()))
         if low < 0:
-            raise ValueError(f"positions must be non-negative, got minimum {positions.min().item()}")
+            raise ValueError(f"positions must be non-negative, got minimum {low!r}")
         if high > limit:
             raise ValueError(f"positions must be at most {limit}, the largest position {where} exactly, "
-                             f"got maximum {high:.6g}")
+                             f"got maximum {high!r}")
     return positions.to(device)
 
 

@@ -31,6 +31,7 @@ from .validation import (
     require_float,
     require_last_dim,
     require_positive,
+    require_positive_int,
     require_rank,
 )
 
@@ -147,8 +148,9 @@ class RotaryEmbeddingComplex(FrequencyModule):
     Phasors ``e^{i p θ}`` are cached per angle dtype and device for positions
     ``[0, L)``. The cache starts at ``max_seq_len`` and grows on demand
     (to the next power of two) when a call reaches past it, up to
-    ``max_cache_len``; positions past that, and fractional positions, are
-    computed directly. Cached and uncached results are identical (ROPE-9).
+    ``max_cache_len`` (raised to ``max_seq_len`` if below it); positions past
+    that, and fractional positions, are computed directly. Cached and uncached
+    results are identical (ROPE-9).
     """
 
     def __init__(
@@ -161,8 +163,8 @@ class RotaryEmbeddingComplex(FrequencyModule):
     ):
         super().__init__()
         require_even(head_dim, "head_dim")
-        if max_seq_len <= 0:
-            raise ValueError(f"max_seq_len must be positive, got {max_seq_len}")
+        require_positive_int(max_seq_len, "max_seq_len", "the phasor cache's first length")
+        require_positive_int(max_cache_len, "max_cache_len", "the longest phasor cache")
         self.head_dim, self.base = head_dim, float(base)
         self.initial_len, self.max_cache_len = max_seq_len, max(max_cache_len, max_seq_len)
         self._init_frequencies(head_dim, self.base)

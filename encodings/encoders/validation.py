@@ -7,6 +7,7 @@ limit that was broken, so a user never gets silent garbage.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -37,14 +38,24 @@ def require_last_dim(x: torch.Tensor, size: int, name: str, what: str = "input")
         )
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def require_positive_int(value: int, name: str, meaning: str = "") -> None:
+    """``value`` is a whole number ≥ 1 (a count or a length); ``meaning`` says what it limits."""
+    if not (_is_int(value) and value > 0):
+        raise ValueError(f"{name} must be a positive integer{f' ({meaning})' if meaning else ''}, got {value!r}")
+
+
 def require_even(value: int, name: str) -> None:
-    if value <= 0 or value % 2 != 0:
+    if not _is_int(value) or value <= 0 or value % 2 != 0:
         raise ValueError(f"{name} must be a positive even number (rotations act on pairs), got {value}")
 
 
 def require_divisible(d_model: int, n_heads: int) -> int:
-    if n_heads <= 0:
-        raise ValueError(f"n_heads must be positive, got {n_heads}")
+    require_positive_int(d_model, "d_model")
+    require_positive_int(n_heads, "n_heads")
     if d_model % n_heads != 0:
         raise ValueError(
             f"d_model={d_model} is not divisible by n_heads={n_heads}; "

@@ -18,6 +18,8 @@ import torch
 from . import history
 
 DEVICES = ("cpu", "cuda")
+#: --perf-threads beyond this many per core is refused (torch crashes sizing its pools at 100000).
+MAX_THREADS_PER_CORE = 8
 #: Every variable the harness reads; any other ``POSENC_*`` variable is a typo.
 VARIABLES = {
     "POSENC_ENCODERS": "--encoders",
@@ -138,6 +140,10 @@ def _perf_threads(config) -> int:
         threads = -1
     if threads < 0:
         _fail(f"{source}: {text!r} is not a thread count; allowed: an integer ≥ 0 (0: torch's default)")
+    most = MAX_THREADS_PER_CORE * (os.cpu_count() or 1)
+    if threads > most:
+        _fail(f"{source}: {threads} threads exceeds the limit of {most} ({MAX_THREADS_PER_CORE} per core on "
+              f"{os.cpu_count() or 1} cores): torch's thread pools cannot be sized so")
     return threads
 
 
@@ -145,8 +151,10 @@ def require_writable(directory: Path, source: str) -> None:
     """Create ``directory`` and write a file in it now, so the run is not lost at the end."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-check-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-check-") as check:
+            check.write(b"\0" * 65536)  # a full disk refuses data, not always an empty file
+            check.flush()
+            os.fsync(check.fileno())
     except OSError as error:
         _fail(f"{source}: cannot write reports to {str(directory)!r}: {error.strerror or error}")
 
@@ -193,6 +201,17 @@ def _fused_strict() -> None:
         _fail(f"POSENC_FUSED_STRICT: {value!r}; allowed: 1, true, yes, on (raise) or 0, false, no, off (fall back)")
 
 
+def _experiment() -> None:
+    """``POSENC_EXPERIMENT`` checked at start-up, not when the slow specs first run the experiment."""
+    value = os.environ.get("POSENC_EXPERIMENT", "")
+    if value.endswith(".json"):
+        if not Path(value).is_file():
+            _fail(f"POSENC_EXPERIMENT: no such results file {value!r}; give a kept run's results.json")
+    elif value not in ("", "quick", "small"):
+        _fail(f"POSENC_EXPERIMENT: {value!r}; allowed: quick (the CI-sized run), small (half the training, the same "
+              "verdicts) or a kept run's FILE.json")
+
+
 def _no_unknown_variables() -> None:
     unknown = sorted(v for v in os.environ if v.startswith("POSENC_") and v not in VARIABLES)
     if unknown:
@@ -214,9 +233,13 @@ def _perf_comparison(config) -> tuple[Path | None, tuple]:
     if "://" in storage and not storage.startswith("file://"):
         _fail(f"--perf-compare reads file storage only, got --benchmark-storage {storage}")
     try:
-        return history.find_run(Path(storage.removeprefix("file://")), reference), gates
+        saved = history.find_run(Path(storage.removeprefix("file://")), reference)
+        history.read_run(saved)  # a saved run that cannot be compared stops the run now, not after the benchmarks
+        return saved, gates
     except LookupError as error:
         _fail(f"--perf-compare: {error}")
+    except history.RunFileError as error:
+        _fail(f"--perf-compare {reference}: {error}")
 
 
 def _identify(config):
@@ -260,6 +283,7 @@ def read(config) -> Settings:
     """Every option and variable, validated; raises ``pytest.UsageError`` on the first bad one."""
     _no_unknown_variables()
     _fused_strict()
+    _experiment()
     encoders, _ = _value(config, "encoders", "POSENC_ENCODERS", "")
     plugins = list(config.getoption("plugin"))
     plugins += [p for p in os.environ.get("POSENC_PLUGINS", "").split(os.pathsep) if p]
