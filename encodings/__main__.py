@@ -6,6 +6,7 @@ import sys
 #: command -> (module, what it does in one line)
 COMMANDS = {
     "compare": ("posenc.tools.compare", "saved benchmark runs side by side; --fail GATE exits 1 on a regression"),
+    "report": ("posenc.tools.report", "--recover: the report of a run that died, from its journal (status crashed)"),
     "docs": ("posenc.tools.docs", "check the generated sections of README and docs/; --write rewrites them"),
     "precision": ("posenc.tools.precision", "RoPE's phase error against float64 by angle dtype and position"),
     "identify": ("posenc.tools.identify", "a RoPE's layout, frequencies and scale, read off its outputs"),

@@ -290,7 +290,7 @@ def test_an_all_nan_encoder_fails_the_contract_and_blocks_every_other_claim(garb
     assert row["contract"] == State.UNEXPECTEDLY_FAILING, row
     judged = {state for claim, state in row.items() if claim != "contract"} - {State.NA, State.NOT_RUN}
     assert judged == {State.BLOCKED}, row  # never holds, never "depends on ROPE-9"
-    blocked = {o["message"] for o in data["outcomes"] if o["encoder"] == "all_nan_rope" and o["state"] == "blocked"}
+    blocked = {o["message"] for o in data["outcomes"] if o["encoder"] == "all_nan_rope" and o["state"] == State.BLOCKED}
     assert blocked == {"blocked by the contract: all_nan_rope answers finite input with non-finite values (640 of "
                        "640 entries: 640 NaN, 0 inf); the contract's finiteness fails first, and no other claim is "
                        "judged on them"}, blocked
@@ -302,7 +302,7 @@ def test_nan_past_a_position_fails_the_contract_and_the_claims_that_read_it(garb
     row = _row(data, "nan_past_40_rope")
     assert row["contract"] == State.UNEXPECTEDLY_FAILING, row
     contract = [o["message"] for o in data["outcomes"]
-                if o["encoder"] == "nan_past_40_rope" and o["claim"] == "contract" and o["state"] != "holds"]
+                if o["encoder"] == "nan_past_40_rope" and o["claim"] == "contract" and o["state"] != State.HOLDS]
     assert any("non-finite output in a call of length 128, from position 41" in m for m in contract), contract
     assert State.DEPENDS_ON_HISTORY not in row.values(), row
     assert row["ROPE-10a"] == State.UNEXPECTEDLY_FAILING, row  # its far positions read the NaN
@@ -325,6 +325,12 @@ BROKEN_PLUGINS = {
                             "raises_on_import.py:3: RuntimeError: no weights here"),
     "duplicate_name.py": ("import posenc\n\nposenc.register(posenc.get('rope_interleaved'))\n",
                           "duplicate_name.py:3: ValueError: an encoder named 'rope_interleaved' is already registered"),
+    "exits.py": ("import sys\n\nsys.exit(0)\n", "exits.py:3: SystemExit: sys.exit(0) at import; a plug-in file "
+                 "should only define and register encoders"),
+    "exits_hard.py": ("import os\n\nos._exit(1)\n", "exits_hard.py:3: ExitAtImport: os._exit(1) at import; a "
+                      "plug-in file should only define and register encoders"),
+    "interrupts.py": ("raise KeyboardInterrupt\n", "interrupts.py:1: KeyboardInterrupt: KeyboardInterrupt raised at "
+                      "import; a plug-in file should only define and register encoders"),
     "undeclared_claims.py": ("import posenc, torch\n\nposenc.register(posenc.EncoderRecord(name='x', build=None, "
                              "kind='rotary', source='', claims={}))\n",
                              "undeclared_claims.py:3: ValueError: encoder 'x' leaves claims undeclared: ABS-1"),
@@ -337,6 +343,7 @@ BAD_STARTS = [
     ((), {"POSENC_DEVICE": "gpu"}, "ERROR: POSENC_DEVICE: unknown device 'gpu'; allowed: cpu, cuda"),
     ((), {"POSENC_PERF_DEVICES": "junk"}, "ERROR: POSENC_PERF_DEVICES: 'junk' is not a list of devices"),
     ((), {"POSENC_PERF_THREADS": "abc"}, "ERROR: POSENC_PERF_THREADS: 'abc' is not a thread count"),
+    ((), {"POSENC_PERF_THREADS": "100000"}, "ERROR: POSENC_PERF_THREADS: 100000 threads exceeds the limit of"),
     ((), {"POSENC_MATRIX_DIR": ""}, "ERROR: POSENC_MATRIX_DIR: empty"),
     (("--hypothesis-profile", "nosuch"), {}, "ERROR: --hypothesis-profile: unknown Hypothesis profile 'nosuch'"),
     ((), {"POSENC_HYPOTHESIS_PROFILE": "nosuch"}, "ERROR: POSENC_HYPOTHESIS_PROFILE: unknown Hypothesis profile"),
@@ -425,10 +432,14 @@ def test_two_concurrent_runs_keep_their_own_reports_and_warn(tmp_path):
         first_out, _ = first.communicate(timeout=300)
     assert second.returncode == 0 and first.returncode == 0, second.stdout[-1500:] + first_out[-1500:]
     assert "WARNING another run is writing to" in second.stdout
+    assert "WARNING another run began writing to" in " ".join(first_out.split())  # the first learns of it too
     runs = sorted((reports / "runs").iterdir())
     assert len(runs) == 2
     statuses = [report(r / "verdicts.json")["header"] for r in runs]
     assert [h["status"] for h in statuses] == ["complete", "complete"]
+    first_header, second_header = sorted(statuses, key=lambda h: h["started"])
+    assert first_header["concurrent_runs"] == [second_header["run_id"]]
+    assert second_header["concurrent_runs"] == [first_header["run_id"]]
     later = max(statuses, key=lambda h: h["started"])
     assert report(reports / "verdicts.json")["header"]["run_id"] == later["run_id"]  # the later start wins
     assert "holds a run that started later" in " ".join(first_out.split())  # the note may wrap

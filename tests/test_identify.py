@@ -4,8 +4,11 @@ the layout, the rotated width, the frequency family with its parameters, and the
 from __future__ import annotations
 
 import json
+import os
+import runpy
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -337,3 +340,76 @@ def test_a_custom_familys_plugin_declares_the_measured_frequencies():
     code = found.geometry_code()
     assert "frequencies=lambda rotary_dim, base: torch.tensor([1.0, 0.5" in code, code
     assert eval(code.split("frequencies=")[1].split(", magnitude")[0].split(", angle_dtype")[0])(16, 1.0)[1] == 0.5
+
+
+# ---------------------------------------------------------------- --identify on what is no RoPE
+
+NOT_ROPES = ROOT / "tests" / "plugins" / "not_ropes.py"
+#: name -> what the one line of its start-up error says
+NOT_A_ROPE = {
+    "identity": "not a RoPE: the map moves no pair of coordinates by a rotation: at positions 0 and 64 it is the "
+                "identity (its output does not depend on the position)",
+    "random_linear": "not a RoPE: the map moves no pair of coordinates by a rotation: at positions 0 and 64 it is "
+                     "the same linear map, no rotation (its output does not depend on the position)",
+    "all_nan": "not a RoPE: its output is not finite: 256 of 256 entries NaN or infinite at position 0",
+    "raises": "the target raised on its first probe (float32 input of shape (1, 16, 1, 16) at position 1): "
+              "RuntimeError: the rotary cache was never built (at tests/plugins/not_ropes.py:",
+}
+
+
+def _environment() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+
+
+def _one_error_line(code: int, stdout: str, stderr: str) -> str:
+    """The start-up error's one line, checked to stop pytest as a usage error without a traceback."""
+    errors = [line for line in stderr.splitlines() if line.startswith("ERROR:")]
+    assert code == 4 and len(errors) == 1, stdout[-1500:] + stderr[-1500:]
+    assert "Traceback" not in stderr and "INTERNALERROR" not in stdout + stderr, stderr[-1500:]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def not_a_rope_start_ups(tmp_path_factory):
+    """``pytest specs --identify not_ropes.py:NAME --collect-only`` for each of NOT_A_ROPE, in one
+    process (``tests/start_ups.py``): name -> (exit code, stdout, stderr)."""
+    root = tmp_path_factory.mktemp("not_ropes")
+    cases = {name: [["--identify", f"{NOT_ROPES.relative_to(ROOT)}:{name}", "--collect-only", "--matrix-dir",
+                     str(root / "reports")], {}] for name in NOT_A_ROPE}
+    (root / "cases.json").write_text(json.dumps(cases))
+    done = subprocess.run([sys.executable, "-m", "tests.start_ups", str(root / "cases.json"),
+                           str(root / "results.json")], cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads((root / "results.json").read_text())
+
+
+@pytest.mark.parametrize("name", NOT_A_ROPE)
+def test_identify_on_what_is_no_rope_stops_the_run_with_one_line_saying_what_it_measured(not_a_rope_start_ups, name):
+    """The identity, a fixed random linear map and an all-NaN output were an IndexError; a target that
+    raised was 'accepts neither float64 nor float32', its own error hidden."""
+    line = _one_error_line(*not_a_rope_start_ups[name])
+    assert line.startswith(f"ERROR: --identify tests/plugins/not_ropes.py:{name}: ") and NOT_A_ROPE[name] in line, line
+    if name == "raises":
+        lines = NOT_ROPES.read_text().splitlines()
+        raising = next(i for i, text in enumerate(lines, 1) if "raise RuntimeError" in text)
+        assert line.endswith(f"not_ropes.py:{raising} in raises)"), line
+
+
+def test_identify_on_a_hanging_target_stops_at_the_timeout_with_one_line(tmp_path):
+    """A target that never answers hung start-up silently, --timeout or not: each probing call runs
+    under pytest-timeout's setting."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--collect-only",
+                           "--timeout", "2", "--identify", f"{NOT_ROPES.relative_to(ROOT)}:hangs",
+                           "--matrix-dir", str(tmp_path / "reports")],
+                          cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    line = _one_error_line(done.returncode, done.stdout, done.stderr)
+    assert line == ("ERROR: --identify tests/plugins/not_ropes.py:hangs: no answer within --timeout 2 s from the "
+                    "target on float64 input of shape (1, 16, 1, 16) at position 1; it hangs, or needs a longer "
+                    "--timeout"), line
+    from posenc.harness.identification import ProbeTimeout  # the limit itself: met within about its time
+
+    hangs = runpy.run_path(str(NOT_ROPES))["hangs"]
+    started = time.monotonic()
+    with pytest.raises(ProbeTimeout, match=r"no answer within 0.5 s from a call of the target on float64 input"):
+        identify(hangs, head_dim=16, timeout=0.5)
+    assert time.monotonic() - started < 5

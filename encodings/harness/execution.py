@@ -8,13 +8,15 @@ global state restored after it.
   the encoder breaks the shape contract (the ``contract`` row says why).
 * :func:`blamed_on_history` turns a violation on an encoder whose output depends on its earlier
   calls into ``depends on ROPE-9`` (:class:`~.contract.DependsOnHistory`), except ROPE-9's own.
-* :func:`guarded` restores torch's global state and blames a change on the encoder that made it.
+* :func:`guarded` restores torch's global state and blames a change on the encoder that made it;
+  :func:`isolated` does so for the specs that take no encoder record (benchmarks, the workload
+  builder, summaries), naming their ``perf_record``.
 """
 
 from __future__ import annotations
 
 import signal
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import pytest
 import torch
@@ -58,7 +60,10 @@ def block_if_unjudgeable(case: SpecCase, timed_out: dict[str, str], device: str)
     if record.name in timed_out:
         raise Blocked(f"blocked: {record.name} timed out in {timed_out[record.name]}; its remaining specs are not run")
     if case.claim != CONTRACT:
-        problem = contract_problem(record, case.dtype, device)
+        from .contract import model_problem  # a whole model's contract: its logits' shape, its cache
+
+        problem = model_problem(record, case.claim, device) if record.kind == "model" else \
+            contract_problem(record, case.dtype, device)
         if problem:
             raise Blocked(f"blocked by the contract: {problem}")
 
@@ -80,8 +85,8 @@ def blamed_on_history(case: SpecCase, device: str):
         raise DependsOnHistory(f"depends on {HISTORY_CLAIM}: {problem}; the spec saw {seen}") from violation
 
 
-def _leak(case: SpecCase, changed: list[str]) -> isolation.GlobalStateLeak:
-    return isolation.GlobalStateLeak(f"{case.record.name} left torch's global state changed: {'; '.join(changed)} "
+def _leak(culprit: str, changed: list[str]) -> isolation.GlobalStateLeak:
+    return isolation.GlobalStateLeak(f"{culprit} left torch's global state changed: {'; '.join(changed)} "
                                      "(restored for the next spec)")
 
 
@@ -89,23 +94,39 @@ def _leak(case: SpecCase, changed: list[str]) -> isolation.GlobalStateLeak:
 def guarded(case: SpecCase, threads: int = 0):
     """The case on its torch threads (:func:`model_threads`; ``threads``: ``--perf-threads``), and
     torch's global state captured before the spec and restored after it; a change is an error."""
-    with model_threads(case, threads), _isolated(case):
+    with model_threads(case, threads), isolated(case.record.name):
         yield
+
+
+def guarded_without_case(item):
+    """A spec that takes no encoder record (a benchmark, the workload builder, a summary) under
+    :func:`isolated`, a leak naming its ``perf_record`` or the spec; a test outside the spec
+    package (the project's own tests) as it is."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    record = params.get("perf_record")
+    if record is not None and hasattr(record, "name"):
+        return isolated(record.name)
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    return isolated(f"the spec {item.name}") if module.startswith("specs.") else nullcontext()
 
 
 @contextmanager
-def _isolated(case: SpecCase):
-    before = isolation.capture()
+def isolated(culprit: str):
+    """Torch's global state restored after the block; a change raises
+    :class:`~.isolation.GlobalStateLeak` naming ``culprit`` (after an error too, chained to it)."""
+    before, threads = isolation.capture(), isolation.running_threads()
     try:
         yield
     except BaseException as error:
+        isolation.note_threads(threads, culprit)
         changed = isolation.restore(before)
         if changed and not isinstance(error, (KeyboardInterrupt, SpecTimeout, pytest.skip.Exception)):
-            raise _leak(case, changed) from error
+            raise _leak(culprit, changed) from error
         raise
+    isolation.note_threads(threads, culprit)
     changed = isolation.restore(before)
     if changed:
-        raise _leak(case, changed)
+        raise _leak(culprit, changed)
 
 
 #: A whole model's case runs on this many torch threads unless ``--perf-threads`` chose a count:

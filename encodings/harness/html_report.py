@@ -120,8 +120,10 @@ def _status_banner(header: dict) -> str:
     selection = header.get("selection", "")
     parts = []
     if status != COMPLETE:
+        crashed = header.get("crashed_in") or {}
         why = (f"pytest ended with an error (exit status {header.get('exit_status')})" if status == "failed"
-               else "it was stopped")
+               else f"its process died in {crashed.get('test_id') or 'an unknown spec'} (recovered from its journal)"
+               if status == State.CRASHED else "it was stopped")
         parts.append(f'<p class="banner banner-{_e(slug(status))}" id="status"><strong>This run is '
                      f'{_e(status).upper()}</strong> (status: {_e(status)}): {_e(why)} before every spec ran, so '
                      f'this is not a complete verdict. A cell whose specs all passed reads '

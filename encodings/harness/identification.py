@@ -18,14 +18,25 @@ Also the angle precision per input dtype (the phase error at position 3001), dep
 history (fresh against used copies) and where the target stops answering. :func:`identify`
 returns an :class:`Identification`; :func:`identified_record` turns it into the record the specs
 run against (``pytest specs --identify FILE.py:NAME``); ``python -m posenc identify`` prints both.
+
+A target that cannot be read is a :class:`NotIdentified` of one line: it is no RoPE (no pair of
+coordinates turns, its output is not finite or not of the input's shape), or it raised on a probe
+every RoPE answers (its error, type, message and line, is named). With ``timeout`` each call of
+the target runs under a timer; one past it raises :class:`ProbeTimeout`.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -217,6 +228,97 @@ def expectation_mismatches(found: Identification, family: str, parameters: dict)
     return said
 
 
+# ---------------------------------------------------------------- what stops an identification
+
+class NotIdentified(ValueError):
+    """The target is no RoPE, or raised on a probe every RoPE answers: one line saying which."""
+
+
+class ProbeTimeout(BaseException):
+    """A call of the target ran past its time limit. A ``BaseException``, so that no probe's
+    ``except Exception`` (a dtype refused, a far position reported) takes it and probes on."""
+
+    def __init__(self, seconds: float, what: str):
+        super().__init__(f"no answer within {seconds:g} s from {what}")
+        self.seconds, self.what = seconds, what
+
+
+@contextmanager
+def time_limit(seconds: float | None, what: str):
+    """Raise :class:`ProbeTimeout` in the block once it has run ``seconds`` (SIGALRM; no limit
+    without the signal or off the main thread). A timer already running is resumed after it."""
+    if not seconds or not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise ProbeTimeout(seconds, what)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:  # an enclosing timer (a test's own) keeps what it had left
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
+
+
+def _described(name: str, args, kwargs) -> str:
+    """A call as a line names it: its input's dtype and shape, and its positions."""
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    said = f"a call of {name}"
+    x = next((t for t in tensors if t.is_floating_point()), None)
+    if x is not None:
+        said += f" on {str(x.dtype).removeprefix('torch.')} input of shape {tuple(x.shape)}"
+    positions = next((t for t in tensors if not t.is_floating_point() and t.numel()), None)
+    if positions is not None:
+        low, high = int(positions.min()), int(positions.max())
+        said += f" at position {low}" if low == high else f" at positions {low} … {high}"
+    elif "offset" in kwargs:
+        said += f" at offset {kwargs['offset']}"
+    return said
+
+
+def _limited(function, seconds: float | None, name: str = "the target"):
+    """``function`` with each call under :func:`time_limit` (itself where there is no limit)."""
+    if not seconds or function is None:
+        return function
+
+    def limited(*args, **kwargs):
+        with time_limit(seconds, _described(name, args, kwargs)):
+            return function(*args, **kwargs)
+
+    return limited
+
+
+#: Frames of these directories are the harness's or torch's, not the line of the target that raised.
+_NOT_THE_TARGETS = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent))
+
+
+def raised_at(error: BaseException) -> str:
+    """``FILE:LINE in FUNCTION`` of the innermost frame of the user's code that raised (empty when none)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_NOT_THE_TARGETS)]
+    if not own:
+        return ""
+    frame = own[-1]
+    try:
+        shown = Path(frame.filename).resolve().relative_to(Path.cwd())
+    except ValueError:
+        shown = frame.filename
+    return f"{shown}:{frame.lineno} in {frame.name}"
+
+
+def error_line(error: BaseException) -> str:
+    """An error as one line: its type, the first line of its message and where it was raised."""
+    message = str(error).strip().partition("\n")[0]
+    where = raised_at(error)
+    return f"{type(error).__name__}: {message}" + (f" (at {where})" if where else "")
+
+
 # ---------------------------------------------------------------- calling the target
 
 def caller(target, protocol: str = "single", apply=None, side: str = "q"):
@@ -238,17 +340,60 @@ def probe_matrix(call, head_dim: int, position: int, dtype=torch.float64) -> tor
     basis = torch.eye(head_dim, dtype=dtype)[None, :, None, :]  # (1, d, 1, d): token j carries e_j
     with torch.no_grad():
         out = call(basis, torch.full((head_dim,), position, dtype=torch.long))
+    if not isinstance(out, torch.Tensor) or out.numel() != head_dim * head_dim:
+        got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+        raise NotIdentified(f"not a RoPE: input of shape {tuple(basis.shape)} gives {got}, not a tensor of its shape")
     return out.reshape(head_dim, head_dim).T.to(torch.float64)
 
 
 def _probe_dtype(call, head_dim: int) -> torch.dtype:
+    refused = {}
     for dtype in (torch.float64, torch.float32):
         try:
             probe_matrix(call, head_dim, 1, dtype)
             return dtype
-        except Exception:  # noqa: BLE001 - a target that refuses float64 is probed in float32
-            continue
-    raise ValueError("the target accepts neither float64 nor float32 input of shape (1, n, 1, head_dim)")
+        except NotIdentified:
+            raise
+        except Exception as error:  # noqa: BLE001 - a target that refuses float64 is probed in float32
+            refused[str(dtype).removeprefix("torch.")] = error_line(error)
+    said = refused["float32"] + ("" if refused["float64"] == refused["float32"] else
+                                 f"; in float64: {refused['float64']}")
+    raise NotIdentified(f"the target raised on its first probe (float32 input of shape (1, {head_dim}, 1, {head_dim}) "
+                        f"at position 1): {said}")
+
+
+def _required_probe(call, head_dim: int, position: int, dtype, side: str = "q") -> torch.Tensor:
+    """A probe every RoPE answers: what the target raises there stops the identification, named."""
+    try:
+        return probe_matrix(call, head_dim, position, dtype)
+    except NotIdentified:
+        raise
+    except Exception as error:  # noqa: BLE001 - the target's own error, shown
+        of_k = " of k" if side == "k" else ""
+        raise NotIdentified(f"the target raised on a probe{of_k} ({str(dtype).removeprefix('torch.')} input of shape "
+                            f"(1, {head_dim}, 1, {head_dim}) at position {position}): {error_line(error)}") from error
+
+
+def _no_rotation(m: dict, head_dim: int) -> str:
+    """Why no pair of coordinates turns between positions 0 and FINE: what the probes measured."""
+    for p, matrix in m.items():
+        bad = int((~torch.isfinite(matrix)).sum())
+        if bad:
+            return (f"not a RoPE: its output is not finite: {bad} of {matrix.numel()} entries NaN or infinite at "
+                    f"position {p} (the {head_dim} basis vectors of a head as input)")
+    if float(m[0].abs().max()) == 0:
+        return "not a RoPE: the map moves no pair of coordinates by a rotation: its output at position 0 is zero"
+    if torch.allclose(m[FINE], m[0], rtol=1e-6, atol=1e-9 * float(m[0].abs().max())):
+        same = "the identity" if torch.allclose(m[0], torch.eye(head_dim, dtype=m[0].dtype)) \
+            else "the same linear map, no rotation"
+        return (f"not a RoPE: the map moves no pair of coordinates by a rotation: at positions 0 and {FINE} it is "
+                f"{same} (its output does not depend on the position)")
+    turned = m[FINE] @ m[0].T
+    tol = 1e-6 * float(turned.abs().max())
+    mixed = [int((turned[:, j].abs() > tol).sum()) - int(abs(float(turned[j, j])) > tol) for j in range(head_dim)]
+    counts = f"{min(mixed)}" if min(mixed) == max(mixed) else f"{min(mixed)} to {max(mixed)}"
+    return (f"not a RoPE: the map moves no pair of coordinates by a rotation: from position 0 to {FINE} each "
+            f"coordinate mixes with {counts} others, where a rotation of pairs mixes it with one")
 
 
 # ---------------------------------------------------------------- reading the matrices
@@ -352,24 +497,28 @@ def _fit_scaled(residual, rotary_dim: int, base: float, factors) -> tuple[float,
 
 
 def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16,
-             base: float | None = None) -> Identification:
-    """Read the geometry of ``target`` (see the module docstring)."""
+             base: float | None = None, timeout: float | None = None) -> Identification:
+    """Read the geometry of ``target`` (see the module docstring); ``timeout``: seconds each call of
+    the target (and of ``apply``) may take before :class:`ProbeTimeout`."""
     try:
         fresh = copy.deepcopy(target)  # before any probe, for the history check
     except Exception:  # noqa: BLE001 - some compiled modules cannot be copied
         fresh = None
+    target, apply = _limited(target, timeout), _limited(apply, timeout, "apply")
     q_call = caller(target, protocol, apply, "q")
     dtype = _probe_dtype(q_call, head_dim)
-    m = {p: probe_matrix(q_call, head_dim, p, dtype) for p in (0, 1, 2, FINE)}
+    m = {p: _required_probe(q_call, head_dim, p, dtype) for p in (0, 1, 2, FINE)}
     rate = m[2] @ m[1].T
     partners = _pairs(m[FINE] @ m[0].T)  # the slowest pairs have turned visibly by FINE
+    firsts = sorted(j for j, i in partners.items() if j < i)
+    if not firsts or not all(bool(torch.isfinite(matrix).all()) for matrix in m.values()):
+        raise NotIdentified(_no_rotation(m, head_dim))
     rotated = len(partners)
     unrotated = [j for j in range(head_dim) if j not in partners]
     notes, length_dependent = [], False
     if rotated % 2 or any(j < rotated for j in unrotated):
         notes.append(f"the rotated coordinates are not the first ones of the head: {sorted(partners)}")
     layout = _layout(partners, m[0], rotated)
-    firsts = sorted(j for j, i in partners.items() if j < i)
     coarse = [math.atan2(float(rate[partners[a], a]), float(rate[a, a])) for a in firsts]
     # Refined at FINE: θ = (φ + 2πk) / FINE, k from the coarse rate (one fp32 rounding of FINE·θ, not of θ).
     turned = m[FINE] @ m[0].T
@@ -397,7 +546,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     not_rotation = _not_a_rotation(m, partners, firsts)
     differ = False
     if protocol != "single":
-        k_matrix = probe_matrix(caller(target, protocol, apply, "k"), head_dim, FINE, dtype)
+        k_matrix = _required_probe(caller(target, protocol, apply, "k"), head_dim, FINE, dtype, "k")
         differ = not torch.allclose(k_matrix, m[FINE], rtol=1e-4, atol=1e-6)
     if dtype != torch.float64:
         notes.append("probed in float32: the target refuses float64 input")
@@ -407,7 +556,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
         found.precision = _angle_precision(q_call, head_dim, partners, firsts, theta)
         if protocol == "single":
             found.notes += _offset_path(target, head_dim)
-    found.state = _state(fresh, protocol, apply, head_dim)
+    found.state = _state(fresh, protocol, apply, head_dim, timeout)
     found.limit = _limit(q_call, head_dim)
     return found
 
@@ -467,7 +616,7 @@ def _angle_precision(call, head_dim, partners, firsts, theta) -> dict[str, str]:
 HISTORIES = ((300, torch.bfloat16), (129, torch.float32), (4097, torch.float32))
 
 
-def _state(fresh, protocol, apply, head_dim) -> str:
+def _state(fresh, protocol, apply, head_dim, timeout=None) -> str:
     """Fresh against used: the same fp32 probe (positions 0 … 259) after each history, on its own copy."""
     if fresh is None:
         return "not checked (the target cannot be copied)"
@@ -475,11 +624,11 @@ def _state(fresh, protocol, apply, head_dim) -> str:
     positions = torch.arange(260)
     with torch.no_grad():
         try:
-            before = caller(copy.deepcopy(fresh), protocol, apply, "q")(x, positions).double()
+            before = caller(_limited(copy.deepcopy(fresh), timeout), protocol, apply, "q")(x, positions).double()
         except Exception as error:  # noqa: BLE001 - a target that stops before 260 positions
             return f"not checked: a call of 260 positions raised {type(error).__name__}: {str(error)[:80]}"
         for length, dtype in HISTORIES:
-            used = caller(copy.deepcopy(fresh), protocol, apply, "q")
+            used = caller(_limited(copy.deepcopy(fresh), timeout), protocol, apply, "q")
             what = f"a {str(dtype).removeprefix('torch.')} call of {length} positions"
             try:
                 used(torch.zeros(1, length, 1, head_dim, dtype=dtype), torch.arange(length))

@@ -3,11 +3,13 @@
 An encoder that switches off autograd, changes the default dtype, device or thread count, the
 float32 matmul precision, or flips the deterministic flags would otherwise change the verdicts
 of every spec that runs after it.
-The random generators are restored silently: building a module draws from them by design.
+The random generators are restored silently: building a module draws from them by design. A
+thread a spec starts and leaves running is remembered with its culprit, named at the run's end.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -87,3 +89,18 @@ def restore(captured) -> list[str]:
     if cuda_rng is not None:
         torch.cuda.set_rng_state_all(cuda_rng)
     return changed
+
+
+#: Threads a spec started and left running: ident -> the encoder (or spec) whose spec started them.
+STARTED_BY: dict[int, str] = {}
+
+
+def running_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate()}
+
+
+def note_threads(before: set[int], culprit: str) -> None:
+    """Remember the threads started since ``before`` that still run (not daemons), as ``culprit``'s."""
+    for thread in threading.enumerate():
+        if thread.ident not in before and thread.is_alive() and not thread.daemon:
+            STARTED_BY.setdefault(thread.ident, culprit)

@@ -17,9 +17,17 @@ class NotInConvention(Exception):
 class ModelSubject(nn.Module):
     """A causal LM in the harness's convention; ``.to()`` reaches the model as it is."""
 
+    #: True once the model answered a bare tensor: its logits, with no cache (an adapter never
+    #: unpacks one as ``(logits, cache)``, which would read its rows as the two).
+    logits_only = False
+
     def __init__(self, model: nn.Module, traits: ModelTraits):
         super().__init__()
         self.model, self.traits = model.eval(), traits
+
+    def missing_cache(self) -> str:
+        """What the model answered where its cache came back None, for a one-line message."""
+        return "a tensor, not (logits, cache)" if self.logits_only else "no cache (logits, None)"
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None,
                 document_ids=None):  # pragma: no cover

@@ -141,7 +141,8 @@ class InputPosLM(ModelSubject):
 
 
 class TupleLM(ModelSubject):
-    """A model that already answers ``(logits, cache)`` in the harness's convention."""
+    """A model that already answers ``(logits, cache)`` in the harness's convention; a bare tensor it
+    answers is its logits with no cache (the model contract blocks the relations that need one)."""
 
     def __init__(self, model: nn.Module, traits: ModelTraits):
         super().__init__(model, traits)
@@ -155,8 +156,14 @@ class TupleLM(ModelSubject):
             if not self.takes_documents:
                 raise NotInConvention(f"{type(self.model).__name__}.forward takes no document_ids")
             documents["document_ids"] = document_ids
-        logits, cache = self.model(input_ids, position_ids=position_ids, attention_mask=attention_mask, cache=cache,
-                                   **documents)
+        out = self.model(input_ids, position_ids=position_ids, attention_mask=attention_mask, cache=cache, **documents)
+        if isinstance(out, torch.Tensor):  # the logits alone: no cache (its rows are not a pair)
+            self.logits_only = True
+            return out, None
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            said = f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise TypeError(f"{type(self.model).__name__}.forward returned {said}; the convention is (logits, cache)")
+        logits, cache = out
         return logits, cache
 
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import pytest
 
-from . import benchmark_gates, execution, judge, options, parallel, perf_report, process, reports, terminal
+from . import benchmark_gates, execution, finishing, judge, journal, options, parallel, perf_report, process
+from . import reports, terminal
 from . import session as run
-from .matrix import Matrix, Outcome, render_markdown, roles
+from .collector import OUTCOME, OutcomeCollector
+from .matrix import Matrix
 from .parametrization import case_of, claim_of, spec_params
 from .running import RunningSpec, running
-from .selection import SelectionError, select
+from .selection import SelectionError, probe_timeout, select
 from .states import State
 from .width import terminal_width, wrap_all
 
@@ -34,7 +36,7 @@ _CASE = pytest.StashKey[object]()  # the item's SpecCase, or None
 _TIMEOUT = pytest.StashKey[float]()
 _SPEC_ID = pytest.StashKey[str]()  # the node id before pytest-xdist appends its group
 _RUNNING = pytest.StashKey[RunningSpec]()
-_OUTCOME = "posenc_outcome"  # the user property that carries a spec's outcome to the controller
+_COLLECTOR = "posenc-outcomes"
 
 
 def pytest_addoption(parser):
@@ -53,7 +55,7 @@ def pytest_configure(config):
 
         hypothesis_settings.load_profile(settings.hypothesis_profile)
     try:
-        chosen = select(settings)
+        chosen = select(settings, probe_timeout(config))  # --identify's probing calls run under --timeout
     except SelectionError as error:
         raise pytest.UsageError(str(error)) from None
     if settings.perf_threads:
@@ -69,8 +71,9 @@ def pytest_configure(config):
     parallel.configure_worker(config, settings.device, settings.perf_threads)
     if not _is_worker(config):
         parallel.configure_controller(config)
-        config.pluginmanager.register(OutcomeCollector(state), "posenc-outcomes")
+        config.pluginmanager.register(OutcomeCollector(state, run.journal_begin(config, state)), _COLLECTOR)
         state.active = reports.ActiveRun.begin(settings.matrix_dir, state.run_id)
+        state.recovered = journal.recover_unfinished(settings.matrix_dir)  # runs that died without a report
         run.interrupt_on_sigterm()
 
 
@@ -87,9 +90,8 @@ def pytest_report_header(config):
 def pytest_sessionstart(session):
     parallel.own_hypothesis_database(session.config)
     state = session.config.stash.get(_STATE, None)
-    warning = run.concurrency_warning(state) if state else None
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if warning and reporter is not None:
+    for warning in run.start_warnings(state) if state and reporter is not None else ():
         reporter.write_line(warning, yellow=True)
 
 
@@ -134,7 +136,8 @@ def pytest_collection_modifyitems(session, config, items):
         if case is not None:
             item.stash[_SPEC_ID] = item.nodeid
             expected.setdefault((case.claim, case.record.name), set()).add(item.nodeid)
-    config.stash[_STATE].matrix.expect(expected)
+    collector = config.pluginmanager.get_plugin(_COLLECTOR)
+    (collector.expect if collector is not None else config.stash[_STATE].matrix.expect)(expected)
     benchmark_gates.order_gate_last(config, items)
 
 
@@ -154,11 +157,15 @@ def pytest_timeout_cancel_timer(item):
 def pytest_runtest_call(item):
     case = _case(item)
     if case is None:
-        return (yield)
+        with execution.guarded_without_case(item):
+            return (yield)
     state = item.config.stash[_STATE]
     item.stash[_RUNNING] = spec = RunningSpec(case.claim, case.spec, item.stash.get(_SPEC_ID, item.nodeid),
                                               str(item.path), case.record, tuple(item.fixturenames))
     judge.report_briefly(item, case)
+    collector = item.config.pluginmanager.get_plugin(_COLLECTOR)  # None in a pytest-xdist worker
+    if collector is not None:
+        collector.started(spec.nodeid, case.claim, case.record.name)
     with execution.guarded(case, state.settings.perf_threads), execution.sized_draws(item, case):
         execution.block_if_unjudgeable(case, state.timed_out, state.settings.device)  # the probe runs the encoder
         with running(spec), execution.blamed_on_history(case, state.settings.device):
@@ -183,20 +190,8 @@ def pytest_runtest_makereport(item, call):
     shortened = verdict in (State.CRASHED, State.UNEXPECTEDLY_FAILING) and reproduce is not None
     if shortened and item.config.option.tbstyle == "auto":  # --tb=long and the others keep pytest's traceback
         report.longrepr = judge.short_failure(verdict, call.excinfo, found.reproducer)
-    report.user_properties.append((_OUTCOME, found.as_dict()))
+    report.user_properties.append((OUTCOME, found.as_dict()))
     return report
-
-
-class OutcomeCollector:
-    """Files the outcomes this process logs, its own or pytest-xdist's workers', into the matrix."""
-
-    def __init__(self, state: run.HarnessState):
-        self.state = state
-
-    def pytest_runtest_logreport(self, report):
-        for name, value in getattr(report, "user_properties", ()):
-            if name == _OUTCOME:
-                self.state.matrix.add(Outcome(**value))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -212,8 +207,9 @@ def pytest_configure_node(node):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     expected = parallel.expected_from_node(node, {})
-    if expected:
-        node.config.stash[_STATE].matrix.expect(expected)
+    collector = node.config.pluginmanager.get_plugin(_COLLECTOR)
+    if expected and collector is not None:
+        collector.expect(expected)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -224,19 +220,10 @@ def pytest_sessionfinish(session, exitstatus):
     if _is_worker(config):
         parallel.expected_to_workeroutput(config, state.matrix.expected)
         return
-    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
-    state.status = run.run_status(interrupted, exitstatus)
-    if state.active:
-        state.active.end()
-    settings = state.settings
-    if not state.matrix.outcomes:
-        return
-    cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)
-    payload = {"header": run.header(config, state, exitstatus), "matrix": cells, "roles": cell_roles,
-               "kinds": {r.name: r.kind for r in state.records},
-               "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
-    state.written = reports.write(settings.matrix_dir, state.run_id, payload, render_markdown(cells, cell_roles))
-    state.cells = cells
+    collector = config.pluginmanager.get_plugin(_COLLECTOR)
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or collector.gave_up(config)
+    state.status, state.exit_code = run.run_status(interrupted, exitstatus), int(exitstatus)
+    finishing.write_report(config, state, collector, exitstatus)
 
 
 @pytest.hookimpl(trylast=True)
@@ -247,4 +234,14 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     if state.written is not None:
         terminal.verdict_summary(terminalreporter, state, state.cells, state.settings.matrix_mode)
+    for line in filter(None, [state.report_error, run.joined_warning(state)]):
+        terminalreporter.write_line(line, yellow=True)
     perf_report.report(terminalreporter, state.perf)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Threads a spec left running are named, and the run ends without waiting for them."""
+    state = config.stash.get(_STATE, None)
+    if state is not None and not _is_worker(config):
+        finishing.exit_past_threads(config.pluginmanager.get_plugin("terminalreporter"), state.exit_code)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import os
 import sys
 import traceback
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,6 +92,33 @@ def _where(path: Path, error: BaseException) -> str:
     return f"{path}:{lines[-1]}" if lines else str(path)
 
 
+class ExitAtImport(BaseException):
+    """``os._exit`` called by a plug-in file while it is imported (raised instead of exiting)."""
+
+
+@contextmanager
+def _no_exit_at_import():
+    """``os._exit`` raises :class:`ExitAtImport` while a plug-in is imported: one line, not a silent end."""
+    real = os._exit
+
+    def refuse(status=0):
+        raise ExitAtImport(status)
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
+def _exit_message(error: BaseException) -> str:
+    if isinstance(error, (SystemExit, ExitAtImport, KeyboardInterrupt)):
+        called = {SystemExit: "sys.exit", ExitAtImport: "os._exit"}.get(type(error), "KeyboardInterrupt raised")
+        shown = f"{called}({error.args[0] if error.args else ''})" if called != "KeyboardInterrupt raised" else called
+        return f"{shown} at import; a plug-in file should only define and register encoders"
+    return str(error)
+
+
 def _is_module_name(name: str) -> bool:
     return not name.endswith(".py") and "/" not in name and all(part.isidentifier() for part in name.split("."))
 
@@ -113,12 +142,13 @@ def load_plugin(path: str | Path) -> list[EncoderRecord]:
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         try:
-            spec.loader.exec_module(module)
-        except Exception as error:  # noqa: BLE001 - whatever the user's file raises, name where
+            with _no_exit_at_import():
+                spec.loader.exec_module(module)
+        except (Exception, SystemExit, KeyboardInterrupt, ExitAtImport) as error:  # noqa: BLE001 - name where
             del sys.modules[module_name]
             for name in set(_REGISTRY) - before:  # a half-loaded file leaves nothing behind
                 del _REGISTRY[name]
-            message = error.msg if isinstance(error, SyntaxError) else str(error)
+            message = error.msg if isinstance(error, SyntaxError) else _exit_message(error)
             raise PluginError(f"plug-in {_where(path, error)}: {type(error).__name__}: {message}") from error
     return _mark_origin(before, str(path))
 
@@ -139,13 +169,14 @@ def _import_plugin(name: str) -> list[EncoderRecord]:
         return [_REGISTRY[n] for n in _IMPORTED[name] if n in _REGISTRY]
     before = set(_REGISTRY)
     try:
-        importlib.import_module(name)
+        with _no_exit_at_import():
+            importlib.import_module(name)
     except ModuleNotFoundError as error:
         raise PluginError(f"plug-in {name}: no such file or module ({error})") from error
-    except Exception as error:  # noqa: BLE001 - name the module and the error
+    except (Exception, SystemExit, KeyboardInterrupt, ExitAtImport) as error:  # noqa: BLE001 - name it
         for added in set(_REGISTRY) - before:
             del _REGISTRY[added]
-        raise PluginError(f"plug-in {name}: {type(error).__name__}: {error}") from error
+        raise PluginError(f"plug-in {name}: {type(error).__name__}: {_exit_message(error)}") from error
     records = _mark_origin(before, name)
     _IMPORTED[name] = [r.name for r in records]
     return records

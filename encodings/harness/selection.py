@@ -44,10 +44,20 @@ def load_plugins(files) -> None:
                                  "a plug-in file should only define and register encoders")
 
 
-def register_identified(settings: Settings) -> dict[str, str]:
+def register_identified(settings: Settings, timeout: float | None = None) -> dict[str, str]:
     """``--identify FILE.py:NAME``: identify the target and register the record of what it computes;
-    returns ``{record name: identify's report}``."""
-    return identify_and_register(*settings.identify)
+    returns ``{record name: identify's report}``. ``timeout``: seconds each probing call may take."""
+    return identify_and_register(*settings.identify, timeout=timeout)
+
+
+def probe_timeout(config) -> float | None:
+    """pytest-timeout's setting (``--timeout``, ``PYTEST_TIMEOUT``, the ini value), which each of
+    ``--identify``'s probing calls runs under; None where there is none."""
+    if not config.pluginmanager.hasplugin("timeout"):  # not installed, or -p no:timeout
+        return None
+    from pytest_timeout import get_env_settings
+
+    return get_env_settings(config).timeout or None
 
 
 def _load_file(path: str, prefix: str):
@@ -59,8 +69,9 @@ def _load_file(path: str, prefix: str):
 
 
 def identify_and_register(target_spec: str, protocol: str = "single", apply_name: str | None = None,
-                          expect: str | None = None) -> dict[str, str]:
-    """What ``--identify`` does, callable from a standalone reproducer script."""
+                          expect: str | None = None, timeout: float | None = None) -> dict[str, str]:
+    """What ``--identify`` does, callable from a standalone reproducer script. What stops it is
+    one line: the target is no RoPE, raised (its error and line), or a call ran past ``timeout``."""
     path, _, name = target_spec.rpartition(":")
     identified_name = f"identified_{name}"
     if identified_name in {r.name for r in registry.records()}:
@@ -70,15 +81,21 @@ def identify_and_register(target_spec: str, protocol: str = "single", apply_name
         target = getattr(module, name)
         apply = getattr(module, apply_name) if apply_name else None
         probe = target(SPEC_CONFIG.head_dim) if inspect.isclass(target) else target
-        found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim)
+        found = identification.identify(probe, protocol=protocol, apply=apply, head_dim=SPEC_CONFIG.head_dim,
+                                        timeout=timeout)
         report = found.report()
         if expect:  # judged against what the library documents; the mismatches lead the report
             expected = identification.parse_expected(expect)
             report += "".join(f"\nMISMATCH with --identify-expect {expect}: {said}"
                               for said in identification.expectation_mismatches(found, *expected))
             found = identification.expected_identification(found, *expected)
+    except identification.ProbeTimeout as late:
+        raise SelectionError(f"--identify {target_spec}: no answer within --timeout {late.seconds:g} s from "
+                             f"{late.what.removeprefix('a call of ')}; it hangs, or needs a longer --timeout") from None
+    except identification.NotIdentified as error:
+        raise SelectionError(f"--identify {target_spec}: {error}") from None
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
-        raise SelectionError(f"--identify {target_spec}: {type(error).__name__}: {error}") from None
+        raise SelectionError(f"--identify {target_spec}: {identification.error_line(error)}") from None
     again = f"--identify {Path(path).resolve()}:{name}" + (
         f" --identify-protocol {protocol}" if protocol != "single" else "") + (
         f" --identify-apply {apply_name}" if apply_name else "") + (f" --identify-expect {shlex.quote(expect)}" if expect else "")
@@ -128,13 +145,14 @@ def register_model(target_spec: str) -> str:
     return record_name
 
 
-def select(settings: Settings) -> Selection:
+def select(settings: Settings, identify_timeout: float | None = None) -> Selection:
+    """The records the run judges; ``identify_timeout``: :func:`probe_timeout`, for ``--identify``."""
     try:
         registry.check_registered()
     except ValueError as error:
         raise SelectionError(str(error)) from None
     load_plugins(settings.plugins)
-    identified = register_identified(settings) if settings.identify else {}
+    identified = register_identified(settings, identify_timeout) if settings.identify else {}
     if settings.model:
         register_model(settings.model)
     everything = registry.records()

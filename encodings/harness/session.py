@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from . import machine, options, reports
-from .matrix import Matrix
+from .matrix import Matrix, roles
 from .records import EncoderRecord
 
 #: The default marker expression (pyproject.toml's addopts): a run with it is not a partial selection.
@@ -57,6 +57,9 @@ class HarnessState:
     written: reports.Written | None = None
     cells: dict | None = None  # the matrix's states, once the run is judged
     status: str = "interrupted"
+    exit_code: int = 0
+    recovered: list[str] = field(default_factory=list)  # runs that died, whose reports this run wrote
+    report_error: str | None = None  # why this run's report could not be written
 
 
 def interrupt_on_sigterm() -> None:
@@ -110,8 +113,8 @@ def header(config, state: HarnessState, exitstatus) -> dict:
         "selection": selection(config, state),
         "run_id": state.run_id,
         "started": state.started,
-        "finished": reports.now(),
-        "exit_status": int(exitstatus),
+        "finished": reports.now() if exitstatus is not None else None,
+        "exit_status": int(exitstatus) if exitstatus is not None else None,
         "command": ["pytest", *config.invocation_params.args],
         "keyword_expression": config.option.keyword or None,
         "marker_expression": config.option.markexpr or None,
@@ -124,9 +127,15 @@ def header(config, state: HarnessState, exitstatus) -> dict:
         "hypothesis_profile": settings.hypothesis_profile,
         "hypothesis_seed": seed if seed is not None else (
             "derandomized" if hypothesis_settings.default.derandomize else "random per test"),
-        "concurrent_runs": state.active.others if state.active else [],
+        "concurrent_runs": sorted({*state.active.others, *state.active.joined}) if state.active else [],
         "outcomes": len(state.matrix.outcomes),
     }
+
+
+def journal_begin(config, state: HarnessState) -> dict:
+    """What the journal's first line says of the run (:mod:`.journal`)."""
+    return dict(header={**header(config, state, None), "status": "running"}, records=state.records,
+                roles=roles(state.records), kinds={r.name: r.kind for r in state.records})
 
 
 def header_lines(state: HarnessState) -> list[str]:
@@ -148,8 +157,21 @@ def header_lines(state: HarnessState) -> list[str]:
     return lines
 
 
+def start_warnings(state: HarnessState) -> list[str]:
+    """Printed first, even under ``-q``: another run on the directory, runs that died and were recovered."""
+    return [line for line in (concurrency_warning(state), *(f"posenc: {r}" for r in state.recovered)) if line]
+
+
 def concurrency_warning(state: HarnessState) -> str | None:
     if state.active and state.active.others:
         return (f"posenc: WARNING another run is writing to {state.settings.matrix_dir} "
                 f"({', '.join(state.active.others)}): each keeps its own report under runs/")
+    return None
+
+
+def joined_warning(state: HarnessState) -> str | None:
+    """The first of two concurrent runs learns of the second at its end."""
+    if state.active and state.active.joined:
+        return (f"posenc: WARNING another run began writing to {state.settings.matrix_dir} while this one ran "
+                f"({', '.join(state.active.joined)}): each keeps its own report under runs/")
     return None

@@ -1,0 +1,232 @@
+"""Faults that take a process down, and the run that must survive them with its report.
+
+Each case runs ``pytest specs`` in a subprocess on a correct RoPE beside a faulty one (written to a
+temporary directory, loaded with ``--plugin``) and asserts what a user finds afterwards: a report
+(status ``crashed`` where the process died, recovered from the journal), the encoder named, the
+other encoder's cells judged, and no hang.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from posenc.harness import reports
+from posenc.harness.states import State
+from tests.test_faults import QUICK, plugin, report, run_specs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def recover(matrix_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "posenc", "report", "--recover", "--matrix-dir", str(matrix_dir)],
+                          cwd=ROOT, capture_output=True, text=True)
+
+
+def only_run(matrix_dir: Path) -> dict:
+    (run,) = (matrix_dir / "runs").iterdir()
+    return report(run / "verdicts.json")
+
+
+FATAL = {
+    "os_exit": "os._exit(3)",
+    "segfault": "import ctypes; ctypes.string_at(0)",
+    "oom_kill": "os.kill(os.getpid(), signal.SIGKILL)",  # what the out-of-memory killer sends
+}
+
+
+@pytest.mark.parametrize("fault", FATAL)
+def test_a_process_killed_in_an_encoder_leaves_a_crashed_report_naming_it(tmp_path, fault):
+    dying = plugin(tmp_path, "dying_rope", f"""
+        if FaultyRoPE.calls == 25:
+            {FATAL[fault]}
+    """)
+    reports_dir = tmp_path / "reports"
+    died = run_specs("--plugin", dying, "--encoders", "rope_interleaved,dying_rope", *QUICK, matrix_dir=reports_dir)
+    assert died.returncode != 0
+    assert not (reports_dir / "runs").exists() or not list((reports_dir / "runs").glob("*/verdicts.json"))
+    recovered = recover(reports_dir)
+    assert recovered.returncode == 0, recovered.stderr
+    assert "died while dying_rope ran" in recovered.stdout, recovered.stdout
+    data = only_run(reports_dir)
+    assert data["header"]["status"] == State.CRASHED
+    assert data["header"]["crashed_in"]["encoder"] == "dying_rope"
+    crashed = [o for o in data["outcomes"] if o["state"] == State.CRASHED]
+    assert len(crashed) == 1 and crashed[0]["encoder"] == "dying_rope"
+    assert "the process ended while this spec ran" in crashed[0]["message"]
+    cells = {claim: row["dying_rope"] for claim, row in data["matrix"].items()}
+    assert cells[crashed[0]["claim"]] == State.CRASHED
+    assert not (reports_dir / "verdicts.json").exists()  # a crashed run is never published
+    again = recover(reports_dir)
+    assert "nothing to recover" in again.stdout  # recovered once
+
+
+def test_the_next_run_recovers_a_run_that_died(tmp_path):
+    dying = plugin(tmp_path, "dying_rope", """
+        if FaultyRoPE.calls == 25:
+            os._exit(3)
+    """)
+    reports_dir = tmp_path / "reports"
+    run_specs("--plugin", dying, "--encoders", "dying_rope", *QUICK, matrix_dir=reports_dir)
+    (dead,) = (reports_dir / "runs").iterdir()
+    following = run_specs("--encoders", "rope_interleaved", "-k", "contract and shape", matrix_dir=reports_dir)
+    assert following.returncode == 0, following.stdout[-1500:]
+    assert f"posenc: run {dead.name} died while dying_rope ran" in following.stdout
+    assert report(dead / "verdicts.json")["header"]["status"] == State.CRASHED
+
+
+def test_a_report_writer_that_fails_leaves_the_journal_to_recover(tmp_path):
+    failing = tmp_path / "failing_writer.py"
+    failing.write_text(textwrap.dedent('''
+        import posenc.harness.reports as reports
+
+        def out_of_memory(*args, **kwargs):
+            raise MemoryError("the report writer could not allocate")
+
+        reports.render_html = out_of_memory
+    '''))
+    reports_dir = tmp_path / "reports"
+    result = run_specs("--plugin", failing, "--encoders", "rope_interleaved", "-k", "contract and shape",
+                       matrix_dir=reports_dir)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "posenc: the report could not be written (MemoryError: the report writer could not allocate)" in \
+        " ".join(result.stdout.split())
+    recover(reports_dir)
+    assert only_run(reports_dir)["header"]["status"] == State.CRASHED
+
+
+def test_a_killed_worker_becomes_a_crash_cell_and_the_run_ends(tmp_path):
+    """pytest-xdist 3.8's loadgroup scheduler hangs after a worker dies; the harness's own does not."""
+    flag = tmp_path / "killed-once"
+    killer = plugin(tmp_path, "killer_rope", f"""
+        if FaultyRoPE.calls == 25 and not os.path.exists({str(flag)!r}):
+            open({str(flag)!r}, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    reports_dir = tmp_path / "reports"
+    started = time.monotonic()
+    result = run_specs("--plugin", killer, "--encoders", "rope_interleaved,killer_rope", *QUICK, "-n", "2",
+                       matrix_dir=reports_dir)
+    assert time.monotonic() - started < 300  # pytest-xdist 3.8's own scheduler never ends
+    assert flag.exists() and result.returncode == 1, result.stdout[-2000:]
+    data = report(reports_dir / "runs" / (reports_dir / "LATEST").read_text().strip() / "verdicts.json")
+    assert data["header"]["status"] == "complete"
+    crashed = [o for o in data["outcomes"] if o["state"] == State.CRASHED]
+    assert len(crashed) == 1 and crashed[0]["encoder"] == "killer_rope", crashed
+    assert crashed[0]["message"].startswith("the pytest-xdist worker gw")
+    assert data["matrix"][crashed[0]["claim"]]["killer_rope"] == State.CRASHED
+    judged = {State.HOLDS, State.HOLDS_PARTIAL, State.NA, State.NOT_RUN}  # -k leaves cells partial
+    assert {row["rope_interleaved"] for row in data["matrix"].values()} <= judged
+    ran = {o["test_id"] for o in data["outcomes"] if o["encoder"] == "killer_rope"}
+    assert len(ran) > 10  # the killer's other specs ran in the replacement worker
+
+
+def test_a_thread_left_running_is_named_and_the_run_exits(tmp_path):
+    spinning = plugin(tmp_path, "spinning_rope", """
+        if FaultyRoPE.calls == 1:
+            import threading
+            threading.Thread(target=time.sleep, args=(3600,), name="spinner").start()
+    """)
+    started = time.monotonic()
+    result = run_specs("--plugin", spinning, "--encoders", "spinning_rope", "-k", "contract and shape",
+                       matrix_dir=tmp_path / "reports")
+    assert time.monotonic() - started < 200
+    assert result.returncode == 0, result.stdout[-1500:]
+    assert "posenc: WARNING 1 thread left running by the specs: spinner (started while spinning_rope ran)" in \
+        " ".join(result.stdout.split())
+    assert report(tmp_path / "reports" / "verdicts.json")["header"]["status"] == "complete"
+
+
+def test_a_spec_without_a_record_is_guarded_and_its_leak_named(tmp_path):
+    leaker = tmp_path / "meta_leaker.py"
+    leaker.write_text(textwrap.dedent('''
+        import torch
+        import posenc
+
+        class MetaLeaker(posenc.RotaryEmbedding):
+            def forward(self, x, positions=None, *, offset=0):
+                y = super().forward(x, positions, offset=offset)
+                torch.set_default_device("meta")
+                return y
+
+        posenc.register(posenc.EncoderRecord(
+            name="meta_leaker", kind="rotary", source="leaks the default device",
+            build=lambda c: MetaLeaker(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
+            geometry=posenc.RotaryGeometry(layout="interleaved"), claims=posenc.rotary_claims()))
+    '''))
+    result = run_specs("--plugin", leaker, "--encoders", "meta_leaker,rope_interleaved",
+                       "-k", "workload or relative_offset", matrix_dir=tmp_path / "reports")
+    data = report(tmp_path / "reports" / "verdicts.json")
+    assert data["matrix"]["ROPE-4"]["rope_interleaved"] == State.HOLDS, data["matrix"]["ROPE-4"]
+    assert "GlobalStateLeak: meta_leaker left torch's global state changed: default device cpu → meta" in \
+        " ".join(result.stdout.split())
+    assert result.returncode == 1
+
+
+# ---------------------------------------------------------------- publishing trusts nothing
+
+def _payload(status="complete", started=None, selection="full", run_id="r"):
+    header = {"status": status, "selection": selection, "started": started or reports.now(), "run_id": run_id}
+    return {"header": header, "matrix": {"contract": {"x": State.HOLDS.value}}, "roles": {"contract": {"x": "verdict"}},
+            "kinds": {"x": "rotary"}, "outcomes": []}
+
+
+def test_times_are_utc_instants_so_another_time_zone_does_not_block_publishing(tmp_path):
+    east = reports.write(tmp_path, "20261203-000000-1", _payload(started="2026-12-03T09:00:00+09:00"), "md")
+    assert east.published  # 00:00 UTC
+    later = reports.write(tmp_path, "20261203-080000-2", _payload(started="2026-12-03T08:00:00+00:00"), "md")
+    assert later.published, later.note  # as local-time strings "09:00+09:00" > "08:00+00:00" blocked it
+    assert reports.instant(reports.now()).utcoffset().total_seconds() == 0
+
+
+@pytest.mark.parametrize("previous", ["not json", "folder", "no header"])
+def test_an_unreadable_published_report_is_set_aside_with_a_warning(tmp_path, previous):
+    top = tmp_path / "verdicts.json"
+    if previous == "folder":
+        top.mkdir()
+    else:
+        top.write_text("{" if previous == "not json" else '{"matrix": {}}')
+    written = reports.write(tmp_path, "20261203-080000-2", _payload(), "md")
+    assert written.published
+    assert len(written.warnings) == 1 and "set aside as verdicts.json.unreadable-20261203-080000-2" in \
+        written.warnings[0]
+    assert json.loads(top.read_text())["header"]["run_id"] == "r"
+
+
+def test_the_three_published_files_switch_together(tmp_path):
+    for number in (1, 2):
+        reports.write(tmp_path, f"20261203-08000{number}-{number}", _payload(run_id=str(number)), f"md {number}")
+        targets = {(tmp_path / name).resolve().parent for name in reports.FILES}
+        assert targets == {tmp_path / "runs" / f"20261203-08000{number}-{number}"}
+    assert (tmp_path / "verdicts.md").read_text() == "md 2"
+
+
+def test_a_write_that_fails_is_one_warning_and_the_run_folder_keeps_the_rest(tmp_path, monkeypatch):
+    real = reports.atomic_write
+
+    def full_disk(path, text):
+        if path.name == "verdicts.json":
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(reports, "atomic_write", full_disk)
+    written = reports.write(tmp_path, "20261203-080000-2", _payload(), "md")
+    assert not written.published and not written.saved
+    assert written.warnings[0].startswith(f"could not write the report in {tmp_path / 'runs' / '20261203-080000-2'}: "
+                                          "No space left on device")
+    run_dir = tmp_path / "runs" / "20261203-080000-2"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["verdicts.html", "verdicts.md"]  # no .tmp left
+
+
+def test_pruning_keeps_the_published_run(tmp_path):
+    reports.write(tmp_path, "20261203-000000-1", _payload(), "md")
+    for number in range(reports.KEEP_RUNS + 2):
+        reports.write(tmp_path, f"20261203-09{number:04d}-9", _payload(status="interrupted"), "md")
+    assert (tmp_path / "runs" / "20261203-000000-1").is_dir()
+    assert json.loads((tmp_path / "verdicts.json").read_text())["header"]["run_id"] == "r"
