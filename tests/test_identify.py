@@ -413,3 +413,12 @@ def test_identify_on_a_hanging_target_stops_at_the_timeout_with_one_line(tmp_pat
     with pytest.raises(ProbeTimeout, match=r"no answer within 0.5 s from a call of the target on float64 input"):
         identify(hangs, head_dim=16, timeout=0.5)
     assert time.monotonic() - started < 5
+
+
+def test_the_identify_command_says_what_is_no_rope_in_one_line():
+    done = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{NOT_ROPES.relative_to(ROOT)}:identity"],
+                          cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert done.stderr.strip() == ("error: tests/plugins/not_ropes.py:identity: not a RoPE: the map moves no pair of "
+                                   "coordinates by a rotation: at positions 0 and 64 it is the identity (its output "
+                                   "does not depend on the position)")

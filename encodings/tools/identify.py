@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from ..harness.declarations import rotary_claims
-from ..harness.identification import (expectation_mismatches, expected_identification, identified_record, identify,
-                                      parse_expected)
+from ..harness.identification import (NotIdentified, ProbeTimeout, expectation_mismatches, expected_identification,
+                                      identified_record, identify, parse_expected)
 from ..harness.records import not_applicable, refuted
 from ..harness.width import terminal_width, wrap_all
 from ..harness.states import State
@@ -72,6 +72,8 @@ def main(argv=None) -> int:
                         help="the geometry the library documents, e.g. yarn:factor=4,original_max_position=2048 "
                              "(also base=, rotary_fraction=, layout=): compared with the measured one, and the "
                              "plug-in judges against it; exit status 1 when they differ")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds each probing call may take (default 60; 0: no limit)")
     args = parser.parse_args(argv)
     try:
         expected = parse_expected(args.expect) if args.expect else None
@@ -82,7 +84,12 @@ def main(argv=None) -> int:
     if args.class_target:
         target = target(args.head_dim)
     apply = getattr(module, args.apply) if args.apply else None
-    found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base)
+    try:
+        found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base,
+                         timeout=args.timeout or None)
+    except (NotIdentified, ProbeTimeout) as error:
+        print(f"error: {args.target}: {error}", file=sys.stderr)
+        return 1
     print(found.report())
     mismatches = expectation_mismatches(found, *expected) if expected else []
     if expected:
