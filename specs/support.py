@@ -16,7 +16,7 @@ import torch
 
 from posenc import BuildConfig, ClaimViolation, EncoderRecord
 from posenc.harness import protocols, records, tensors
-from posenc.harness.claims import NoClearError
+from posenc.harness.claims import GeometryContradiction, NoClearError
 from posenc.harness.contract import Excluded, Undecided
 from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
@@ -79,7 +79,7 @@ def answered(what: str, call):
     """``call()``, where the claim says the encoder answers: an error is a violation of the claim."""
     try:
         return call()
-    except ClaimViolation:
+    except (ClaimViolation, GeometryContradiction):
         raise
     except Exception as error:  # noqa: BLE001 - the claim says it answers; any error refutes it
         violated(f"{what}: raised {type(error).__name__}", message=shorten(str(error)))
@@ -106,7 +106,7 @@ def needs_float64(record: EncoderRecord) -> None:
 
 # ---------------------------------------------------------------- verdicts
 
-def _judged(kind: type[ClaimViolation], summary: str, details: dict) -> ClaimViolation:
+def _judged(kind: type[AssertionError], summary: str, details: dict) -> AssertionError:
     """A ``kind`` of the running spec's claim, with ``details``, a reproducer and the drawn values."""
     spec = current()
     drawn = drawn_values(spec)
@@ -119,6 +119,13 @@ def violated(summary: str, **details):
     """Raise :class:`ClaimViolation` of the running spec's claim, with ``details`` and a reproducer."""
     __tracebackhide__ = True
     raise _judged(ClaimViolation, summary, details)
+
+
+def contradicts_geometry(summary: str, **details):
+    """Raise :class:`GeometryContradiction`: the encoder contradicts its record's declared geometry,
+    which no declared refutation of the running claim excuses."""
+    __tracebackhide__ = True
+    raise _judged(GeometryContradiction, summary, details)
 
 
 def no_clear_error(summary: str, **details):

@@ -55,10 +55,11 @@ def test_output_keeps_shape_dtype_device(record, dtype, device):
         s.violated(f"non-finite output in a call of length {length}, from position {first}", first_position=first)
 
 
-def _expect_error(record, what, call, words, garbage=None, answer_is_judged_elsewhere=False):
+def _expect_error(record, what, call, words, garbage=None, answer_is_judged_elsewhere=False, convention=("", {})):
     """``call`` must raise an error whose message names the limit (one of ``words``). Returning
     silently is silent garbage when ``garbage(out)`` names why; otherwise it is :class:`NoClearError`.
-    ``answer_is_judged_elsewhere``: an answer is another claim's to report; only a message is judged."""
+    ``answer_is_judged_elsewhere``: an answer is another claim's to report; only a message is judged.
+    ``convention``: what a silent answer that is not garbage matches, and ``{"declaration": …}`` for it."""
     try:
         out = call()
     except Exception as error:  # noqa: BLE001 - any error type is fine if its message names the limit
@@ -72,7 +73,9 @@ def _expect_error(record, what, call, words, garbage=None, answer_is_judged_else
     why = garbage(out) if garbage is not None else None
     if why:
         s.violated(f"{what}: silent garbage, {why} (returned {shape}, no error)")
-    s.no_clear_error(f"{what}: accepted silently (returned {shape}), expected an error naming the limit")
+    said, declaration = convention
+    s.no_clear_error(f"{what}: accepted silently (returned {shape}), expected an error naming the limit{said}",
+                     **declaration)
 
 
 def _not_the_rotation_at(record, x, positions):
@@ -118,7 +121,16 @@ def test_rejects_positions_of_wrong_shape(record):
     right_aligned = _not_the_rotation_at(record, x, bad[-x.shape[1]:])
     _expect_error(record, "positions of length 5 for seq 4", lambda: _call(record, module, x, bad),
                   ("shape", "length", "size"),
-                  garbage=lambda out: right_aligned(out) and "the positions were sliced or ignored")
+                  garbage=lambda out: right_aligned(out) and "the positions were sliced or ignored",
+                  convention=RIGHT_ALIGNED)
+
+
+#: Where a silent answer to longer positions is the rotation at their last ``seq``: the convention,
+#: and the declaration that says a library takes them so.
+RIGHT_ALIGNED = ("; it is the rotation at the last 4, right-aligned as x-transformers documents: declare the "
+                 "contract refuted for this spec if yours does",
+                 {"declaration": 'posenc.CONTRACT: posenc.refuted("takes the last seq positions", '
+                                 'specs=("test_rejects_positions_of_wrong_shape",))'})
 
 
 @pytest.mark.claim(CONTRACT, kinds=TENSOR_KINDS, requires=lambda r: r.calling.positions != "none")  # no positions to check

@@ -175,8 +175,8 @@ def test_frequencies_follow_the_formula(record, base, dim):
     theta = measured_frequencies(record, module, dim)
     expected = s.reference_frequencies(rotary_dim, base) / geometry.scaling_factor  # the formula the claim states
     if len(theta) != len(expected):
-        s.violated(f"the map turns {len(theta)} pairs of head_dim {dim}; the geometry rotates {len(expected)}",
-                   observed=theta[:4].tolist(), expected=expected[:4].tolist())
+        s.contradicts_geometry(f"the map turns {len(theta)} pairs of head_dim {dim}; the geometry rotates "
+                               f"{len(expected)}", observed=theta[:4].tolist(), expected=expected[:4].tolist())
     s.require_within(error=s.max_error(theta, expected),
                      bound=record.tolerance(torch.float64).bound(1.0, 1.0),
                      what=f"θ_i ≠ base^(−2i/d) for base={base}, d={dim}",

@@ -422,3 +422,23 @@ def test_the_identify_command_says_what_is_no_rope_in_one_line():
     assert done.stderr.strip() == ("error: tests/plugins/not_ropes.py:identity: not a RoPE: the map moves no pair of "
                                    "coordinates by a rotation: at positions 0 and 64 it is the identity (its output "
                                    "does not depend on the position)")
+
+
+def test_identify_gives_the_range_of_a_parameter_the_outputs_cannot_tell_apart():
+    """YaRN's original lengths 65536 and 131072 give one θ at head_dim 16 (its rounded correction
+    band is the same), not at head_dim 64: a range there, one value here, never a guess."""
+    from posenc.encoders.scaling import frequencies as schedules
+
+    def yarn_rope(head_dim):
+        return posenc.RotaryEmbedding(head_dim, frequencies=partial(schedules.yarn, factor=4.0,
+                                                                    original_max_position=131072))
+
+    small = identify(yarn_rope(16), head_dim=16)
+    assert small.ranges == {"original_max_position": (65536, 131072)}
+    assert "frequencies:     yarn (factor=4, original_max_position=65536 … 131072, base=10000)" in small.report()
+    assert "original_max_position cannot be told apart at a rotated width of 16: 65536 … 131072" in \
+        " ".join(small.report().split())
+    assert "schedules.yarn" not in small.geometry_code() and "torch.tensor(" in small.geometry_code()
+    large = identify(yarn_rope(64), head_dim=64)
+    assert large.ranges == {} and large.parameters["original_max_position"] == 131072
+    assert "schedules.yarn, factor=4, original_max_position=131072" in large.geometry_code()

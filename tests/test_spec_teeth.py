@@ -76,7 +76,13 @@ def test_right_aligned_positions_are_a_missing_error_and_truncated_ones_garbage(
     declares it validates no input; cutting them from the left is silent garbage whatever it declares."""
     report, out = run_specs(tmp_path, "-k", "test_rejects_positions_of_wrong_shape",
                             "--plugin", "tests/plugins/right_aligned.py",
-                            "--encoders", "rope_right_aligned,rope_left_truncated")
+                            "--encoders", "rope_right_aligned,rope_left_truncated,rope_right_aligned_undeclared")
     contract = report["matrix"]["contract"]
     assert contract["rope_right_aligned"] == State.REFUTED, out
     assert contract["rope_left_truncated"] == State.UNEXPECTEDLY_FAILING, out
+    assert contract["rope_right_aligned_undeclared"] == State.UNEXPECTEDLY_FAILING, out
+    (hinted,) = {o["message"] for o in report["outcomes"] if o["encoder"] == "rope_right_aligned_undeclared"}
+    assert hinted.endswith("it is the rotation at the last 4, right-aligned as x-transformers documents: declare the "
+                           "contract refuted for this spec if yours does"), hinted
+    (garbage,) = {o["message"] for o in report["outcomes"] if o["encoder"] == "rope_left_truncated"}
+    assert "declare" not in garbage  # silent garbage gets no declaration to hide behind

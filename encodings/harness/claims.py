@@ -6,6 +6,8 @@ ROPE-10 has two parts in the catalogue; they are tracked as ROPE-10a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # Not a catalogue claim: the calling contract every encoder must honour
 # (shape, dtype and device preserved; bad input rejected with a clear error).
 CONTRACT = "contract"
@@ -125,6 +127,33 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class Revision:
+    """A change in what a claim's specs decide: a declaration written before it may now read XPASS."""
+
+    date: str  # ISO date of the change
+    change: str  # what the claim no longer decides, in one clause
+    moved_to: str | None  # the claim that decides the old meaning now (None: no claim does)
+
+
+#: Each claim's revisions, oldest first (``specs/claims.md``'s history is generated from it). An
+#: XPASS on a revised claim names them, so that a refutation written for the old meaning moves in one edit.
+REVISIONS: dict[str, tuple[Revision, ...]] = {
+    "ROPE-9": (Revision("2026-12-01", "a fixed cache's end is a limit, not a cache effect: positions past the rows "
+                        "a table declares are no longer ROPE-9's", "ROPE-10a"),),
+    "ROPE-11": (Revision("2026-12-01", "half precision is blamed only for the error a half dtype adds over float32 "
+                         "on the same draws; what float32 shows too (a table that wraps, a clamp, a length-dependent "
+                         "schedule such as dynamic NTK) is no longer ROPE-11's", "ROPE-10a"),),
+}
+
+
+def revision_hint(claim: str) -> str:
+    """What an XPASS on ``claim`` adds: its revisions and where the old meaning lives now; empty if none."""
+    return "; ".join(f"{claim} was revised on {r.date}: {r.change}" + (f"; a refutation of that belongs on "
+                                                                       f"{r.moved_to}" if r.moved_to else "")
+                     for r in REVISIONS.get(claim, ()))
+
+
 #: Claims no spec can decide, with the reason (specs/claims.md says the same).
 NOT_DECIDABLE: dict[str, str] = {
     "HYB-1": "'captures local patterns and long-range dependencies' names no observable quantity; the "
@@ -146,6 +175,18 @@ class ClaimViolation(AssertionError):
 
     The only exception a declared refutation accepts: any other exception is a crash.
     """
+
+    def __init__(self, encoder: str, claim: str, summary: str, **details):
+        self.encoder, self.claim, self.details = encoder, claim, details
+        lines = [f"[{claim}] {encoder}: {summary}"]
+        lines += [f"  {key}: {value}" for key, value in details.items()]
+        super().__init__("\n".join(lines))
+
+
+class GeometryContradiction(AssertionError):
+    """What an encoder does contradicts a fact its record declares of its geometry (the pairs it
+    turns against its rotated fraction): a finding that no declared refutation excuses, since the
+    refutation's reason was written about the declared geometry. Judged ``unexpectedly failing``."""
 
     def __init__(self, encoder: str, claim: str, summary: str, **details):
         self.encoder, self.claim, self.details = encoder, claim, details

@@ -79,9 +79,11 @@ class Identification:
     limit: str = "not checked"
     rounded_to: str | None = None  # the half-precision dtype θ was rounded to (a cast float buffer): a defect
     not_rotation: str | None = None  # why the map is no (scaled) rotation of its pairs: a defect
+    ranges: dict = field(default_factory=dict)  # parameter -> (lowest, highest) of the values that fit equally well
 
     def report(self) -> str:
-        shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
+        shown = ", ".join(f"{k}={self.ranges[k][0]:g} … {self.ranges[k][1]:g}" if k in self.ranges
+                          else f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
         lines = [
             f"layout:          {self.layout} (pairs of the rotated width {self.rotary_dim} of head_dim {self.head_dim})",
             f"partial rotary:  {self.rotary_dim}/{self.head_dim} rotated"
@@ -135,7 +137,7 @@ def geometry_fields(found: Identification) -> dict[str, tuple[object, str]]:
     if found.rotary_dim != found.head_dim:
         fraction = found.rotary_dim / found.head_dim
         fields["rotary_fraction"] = (fraction, f"{fraction:g}")
-    if found.family in FAMILY_FIELDS:
+    if found.family in FAMILY_FIELDS and not found.ranges:  # an ambiguous fit: declare what was measured
         fields.update(FAMILY_FIELDS[found.family](found.parameters))
     else:
         measured = torch.tensor(found.theta, dtype=torch.float64)
@@ -422,12 +424,13 @@ def _layout(partners: dict[int, int], m0: torch.Tensor, rotated: int) -> str:
     return "other"
 
 
-def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None) -> tuple[str, dict, list[str], str | None]:
-    """(family, parameters, notes, the half-precision dtype θ was rounded to or None)."""
+def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None):
+    """(family, parameters, notes, the half-precision dtype θ was rounded to or None, and
+    ``{parameter: (lowest, highest)}`` of the parameters whose values fit equally well)."""
     pairs = len(theta)
     notes = []
     if pairs < 2:
-        return "custom", {}, ["one pair: θ_0 alone cannot tell a family"], None
+        return "custom", {}, ["one pair: θ_0 alone cannot tell a family"], None, {}
     i = torch.arange(pairs, dtype=torch.float64)
 
     def residual(expected) -> float:
@@ -453,8 +456,8 @@ def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None
             if nominal_base and abs(base / nominal_base - 1) > FAMILY_RTOL and rotary_dim > 2:
                 s = (fitted / nominal_base) ** ((rotary_dim - 2) / rotary_dim)
                 notes.append(f"against the nominal base {nominal_base:g}: NTK-aware with factor {s:.6g}")
-            return "default", {"base": base}, notes, None
-        return "linear", {"factor": factor, "base": base}, notes, None
+            return "default", {"base": base}, notes, None, {}
+        return "linear", {"factor": factor, "base": base}, notes, None, {}
     kept = float(theta[1]) ** (-rotary_dim / 2.0)  # YaRN and Llama 3 keep the fastest pairs
     kept = next((c for c in (float(f"{kept:.{d}g}") for d in range(1, 16))
                  if abs(c ** (-2 / rotary_dim) / float(theta[1]) - 1) <= MEASUREMENT_RTOL), kept)
@@ -464,15 +467,36 @@ def _fit_family(theta: torch.Tensor, rotary_dim: int, nominal_base: float | None
             for b, s in zip(bases, slowest, strict=True)]
     fit, family, parameters, b = min(fits, key=lambda f: f[0])
     if fit <= FAMILY_RTOL:
-        return family, {**parameters, "base": b}, notes, None
+        ranges = _equal_fits(residual, rotary_dim, b, family, parameters, fit)
+        said = [f"{key} cannot be told apart at a rotated width of {rotary_dim}: {low:g} … {high:g} fit the outputs "
+                "equally well; the record declares the measured θ" for key, (low, high) in ranges.items()]
+        return family, {**parameters, "base": b}, notes + said, None, ranges
     for dtype in (torch.bfloat16, torch.float16):
         intended = nominal_base or 10000.0
         if close((intended ** (-2 * i / rotary_dim)).to(dtype).to(torch.float64)):
             # The intended schedule is the geometry; the rounding is the defect the specs then find.
             return "default", {"base": intended}, [
                 f"θ is base^(−2i/d) rounded to {str(dtype).removeprefix('torch.')}: the frequencies are stored or "
-                "formed in half precision"], str(dtype).removeprefix("torch.")
-    return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"], None
+                "formed in half precision"], str(dtype).removeprefix("torch."), {}
+    return "custom", {}, ["θ matches no known family within the tolerance: see the measured values"], None, {}
+
+
+def _equal_fits(residual, rotary_dim: int, base: float, family: str, parameters: dict, fit: float) -> dict:
+    """``{parameter: (lowest, highest)}`` where more than one usual value of it (a power of two for a
+    length, a factor of :data:`FACTORS`), the others kept, gives θ that fits the outputs as well as
+    the chosen one: YaRN's original lengths 65536 and 131072 at head_dim 16, whose rounded
+    correction band is the same."""
+    schedule = getattr(schedules, family)
+    candidates = {"original_max_position": [n for n in ORIGINAL_LENGTHS if n & (n - 1) == 0], "factor": FACTORS}
+    ranges = {}
+    for key, values in candidates.items():
+        if key not in parameters:
+            continue
+        equal = [v for v in values if residual(schedule(rotary_dim, base, **{**parameters, key: v})) <= fit * (1 + 1e-9)
+                 + 1e-15]
+        if len(equal) > 1:
+            ranges[key] = (min(equal), max(equal))
+    return ranges
 
 
 def _fit_scaled(residual, rotary_dim: int, base: float, factors) -> tuple[float, str, dict]:
@@ -539,7 +563,7 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
         length_dependent = True
         notes.append(f"θ at position {FAR} differs from θ near 0: it depends on the position or the call's length "
                      "(dynamic NTK, LongRoPE), declare a length-dependent schedule")
-    family, parameters, fit_notes, rounded_to = _fit_family(theta, rotated, base)
+    family, parameters, fit_notes, rounded_to, ranges = _fit_family(theta, rotated, base)
     norms = {p: m[p][:, :rotated].norm(dim=0) for p in m}
     magnitude = float(norms[0].mean())
     by_position = not torch.allclose(norms[FINE], norms[0], rtol=1e-4)
@@ -551,7 +575,8 @@ def identify(target, *, protocol: str = "single", apply=None, head_dim: int = 16
     if dtype != torch.float64:
         notes.append("probed in float32: the target refuses float64 input")
     found = Identification(head_dim, layout, rotated, theta.tolist(), family, parameters, magnitude, by_position,
-                           differ, notes + fit_notes, rounded_to=rounded_to, not_rotation=not_rotation)
+                           differ, notes + fit_notes, rounded_to=rounded_to, not_rotation=not_rotation,
+                           ranges=ranges)
     if not length_dependent:
         found.precision = _angle_precision(q_call, head_dim, partners, firsts, theta)
         if protocol == "single":

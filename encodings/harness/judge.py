@@ -4,7 +4,8 @@ The state follows from the case's declaration (:class:`~.parametrization.SpecCas
 spec raised, never from pytest's xfail bookkeeping:
 
 * nothing raised: ``holds``, or ``unexpectedly holds`` where a refutation was declared;
-* the declared refutation's error: ``refuted``; any other ClaimViolation: ``unexpectedly failing``;
+* the declared refutation's error: ``refuted``; any other ClaimViolation: ``unexpectedly failing``,
+  as is a :class:`~.claims.GeometryContradiction` whatever was declared;
 * :class:`~.contract.SpecTimeout` (or a run past pytest-timeout's limit): ``timed out``;
 * the skips of the harness: ``blocked``, ``excluded``, ``undecided``, ``depends on ROPE-9``;
 * anything else: ``crashed``.
@@ -16,7 +17,7 @@ import inspect
 
 import pytest
 
-from .claims import ClaimViolation
+from .claims import ClaimViolation, GeometryContradiction, revision_hint
 from .contract import Blocked, DependsOnHistory, Excluded, SpecTimeout, Undecided
 from .matrix import Outcome
 from .parametrization import SpecCase
@@ -42,6 +43,8 @@ def judge(case: SpecCase, excinfo, duration: float, timeout: float | None, when:
         return State.UNEXPECTEDLY_HOLDS if expects_refutation else State.HOLDS
     if excinfo.errisinstance(SpecTimeout):
         return State.TIMED_OUT
+    if excinfo.errisinstance(GeometryContradiction):  # no refutation excuses the record's own geometry
+        return State.UNEXPECTEDLY_FAILING
     if expects_refutation and excinfo.errisinstance(case.excused):
         return State.REFUTED
     if excinfo.errisinstance(ClaimViolation):
@@ -60,10 +63,14 @@ def outcome(case: SpecCase, state: State, test_id: str, excinfo, timeout: float 
         message = f"timeout: no result after {timeout:g} s"
     elif state == State.UNEXPECTEDLY_HOLDS:
         message = f"declared refuted ({case.record.declared(case.claim).reason}), but the spec found no violation"
+        hint = revision_hint(case.claim)
+        message += f" - {hint}" if hint else ""
     elif excinfo is not None:
         message = first_line(str(excinfo.value)) or excinfo.typename
         if state == State.CRASHED:
             message = f"{excinfo.typename}: {message}"
+        if excinfo.errisinstance(GeometryContradiction) and case.expects_refutation:
+            message += " (the declared refutation does not excuse it: it contradicts the record's own geometry)"
         if state in (State.CRASHED, State.UNEXPECTEDLY_FAILING) and reproduce is not None:
             command, script = reproduce(excinfo)
     return Outcome(case.claim, case.record.name, case.spec, test_id, state, message, command, script)

@@ -170,8 +170,8 @@ def concurrency_warning(state: HarnessState) -> str | None:
 
 
 def joined_warning(state: HarnessState) -> str | None:
-    """The first of two concurrent runs learns of the second at its end."""
-    if state.active and state.active.joined:
+    """The first of two concurrent runs learns of the second at its end (if it judged a spec)."""
+    if state.active and state.active.joined and state.matrix.outcomes:
         return (f"posenc: WARNING another run began writing to {state.settings.matrix_dir} while this one ran "
                 f"({', '.join(state.active.joined)}): each keeps its own report under runs/")
     return None

@@ -160,6 +160,7 @@ SECTIONS = {
     "states": reference.states_markdown,
     "records": reference.records_markdown,
     "claims": reference.claims_markdown,
+    "revisions": reference.revisions_markdown,
     "precision": precision.precision_markdown,
     "identify-example": identify_example_markdown,
     "ecosystem-table": ecosystem_table_markdown,
@@ -174,8 +175,8 @@ DOCS = Path("docs")
 
 
 def files(root: Path = Path(".")) -> list[Path]:
-    """README.md and every Markdown page of docs/, relative to ``root``."""
-    return [root / README, *sorted((root / DOCS).rglob("*.md"))]
+    """README.md, the claim catalogue and every Markdown page of docs/, relative to ``root``."""
+    return [root / README, root / reference.CATALOGUE, *sorted((root / DOCS).rglob("*.md"))]
 
 
 def section_pattern(name: str) -> re.Pattern:

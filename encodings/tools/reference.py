@@ -94,9 +94,23 @@ def records_markdown() -> str:
     return "\n".join(lines)
 
 
+def revisions_markdown() -> str:
+    """Each claim's revisions (``posenc.harness.claims.REVISIONS``): what its specs stopped deciding,
+    when, and which claim decides it now."""
+    from posenc.harness.claims import REVISIONS
+
+    lines = [*textwrap.wrap("A declaration written for a claim's old meaning reads `unexpectedly holds` after a "
+                            "revision; its message names the revision and the claim to declare instead.", 100), "",
+             "| claim | date | what changed | decided now by |", "|---|---|---|---|"]
+    lines += [f"| {claim} | {r.date} | {r.change} | {r.moved_to or '(no claim)'} |"
+              for claim, revisions in REVISIONS.items() for r in revisions]
+    return "\n".join(lines) + "\n"
+
+
 def claims_markdown() -> str:
-    """``specs/claims.md`` below its title, its headings one level down."""
-    text = CATALOGUE.read_text()
+    """``specs/claims.md`` below its title, its headings one level down (its generated sections as
+    text, their markers dropped: each section is placed once, in ``specs/claims.md``)."""
+    text = re.sub(r"^<!-- [a-z-]+:(start|end) -->\n", "", CATALOGUE.read_text(), flags=re.MULTILINE)
     body = text.split("\n", 1)[1] if text.startswith("# ") else text
     return re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", body.strip("\n"), flags=re.MULTILINE) + "\n"
 

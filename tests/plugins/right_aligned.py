@@ -6,6 +6,8 @@
 * ``rope_left_truncated``: takes the first ``seq`` (the ``cos[:seq_len]`` idiom applied to position
   ids): the answer is not the rotation at any positions the caller could mean, silent garbage,
   which no declaration excuses: the contract reads FAIL.
+* ``rope_right_aligned_undeclared``: the first, with the default declarations: FAIL, its message
+  naming the declaration that expresses the convention.
 """
 
 import posenc
@@ -32,3 +34,8 @@ for name, right in (("rope_right_aligned", True), ("rope_left_truncated", False)
         kind="rotary", source="tests/plugins/right_aligned.py",
         geometry=posenc.RotaryGeometry(layout="interleaved"), claims=_CLAIMS,
     ))
+posenc.register(posenc.EncoderRecord(
+    name="rope_right_aligned_undeclared", build=lambda c: Aligned(c.head_dim, c.base, True).to(c.device),
+    kind="rotary", source="tests/plugins/right_aligned.py", geometry=posenc.RotaryGeometry(layout="interleaved"),
+    claims=posenc.rotary_claims(),
+))
