@@ -81,21 +81,30 @@ def test_the_next_run_recovers_a_run_that_died(tmp_path):
     assert report(dead / "verdicts.json")["header"]["status"] == State.CRASHED
 
 
-def test_a_report_writer_that_fails_leaves_the_journal_to_recover(tmp_path):
+WRITER_FAULTS = {  # what the report writer meets, and how the one line names it
+    "memory": ('raise MemoryError("the report writer could not allocate")',
+               "(MemoryError: the report writer could not allocate)"),
+    "ctrl_c": ("raise KeyboardInterrupt", "(interrupted)"),
+}
+
+
+@pytest.mark.parametrize("fault", WRITER_FAULTS)
+def test_a_report_writer_that_fails_leaves_the_journal_to_recover(tmp_path, fault):
+    raised, said = WRITER_FAULTS[fault]
     failing = tmp_path / "failing_writer.py"
-    failing.write_text(textwrap.dedent('''
+    failing.write_text(textwrap.dedent(f'''
         import posenc.harness.reports as reports
 
-        def out_of_memory(*args, **kwargs):
-            raise MemoryError("the report writer could not allocate")
+        def failing(*args, **kwargs):
+            {raised}
 
-        reports.render_html = out_of_memory
+        reports.render_html = failing
     '''))
     reports_dir = tmp_path / "reports"
     result = run_specs("--plugin", failing, "--encoders", "rope_interleaved", "-k", "contract and shape",
                        matrix_dir=reports_dir)
     assert "Traceback" not in result.stdout + result.stderr
-    assert "posenc: the report could not be written (MemoryError: the report writer could not allocate)" in \
+    assert f"posenc: the report could not be written {said}; its journal keeps every outcome" in \
         " ".join(result.stdout.split())
     recover(reports_dir)
     assert only_run(reports_dir)["header"]["status"] == State.CRASHED
