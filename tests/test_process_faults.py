@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from posenc.harness import reports
+from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.states import State
 from tests.test_faults import QUICK, plugin, report, run_specs
 
@@ -239,3 +240,93 @@ def test_pruning_keeps_the_published_run(tmp_path):
         reports.write(tmp_path, f"20261203-09{number:04d}-9", _payload(status="interrupted"), "md")
     assert (tmp_path / "runs" / "20261203-000000-1").is_dir()
     assert json.loads((tmp_path / "verdicts.json").read_text())["header"]["run_id"] == "r"
+
+
+def test_a_thread_left_running_in_a_worker_is_named_by_the_controller(tmp_path):
+    spinning = plugin(tmp_path, "spinning_rope", """
+        if FaultyRoPE.calls == 1:
+            import threading
+            threading.Thread(target=time.sleep, args=(3600,), name="spinner").start()
+    """)
+    started = time.monotonic()
+    result = run_specs("--plugin", spinning, "--encoders", "spinning_rope", "-k", "contract and shape", "-n", "2",
+                       matrix_dir=tmp_path / "reports")
+    assert time.monotonic() - started < 200 and result.returncode == 0, result.stdout[-1500:]
+    assert "left running by the specs in worker gw" in result.stdout
+    assert "spinner (started while spinning_rope ran)" in " ".join(result.stdout.split())
+
+
+def test_a_disk_that_fills_mid_run_is_one_line_each_for_the_journal_and_the_report(tmp_path):
+    filling = plugin(tmp_path, "filling_rope", """
+        if FaultyRoPE.calls == 10:  # every file stops growing here, as on a full disk
+            import resource
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    """)
+    result = run_specs("--plugin", filling, "--encoders", "filling_rope", *QUICK, matrix_dir=tmp_path / "reports")
+    said = " ".join(result.stdout.split())
+    assert "INTERNALERROR" not in result.stdout + result.stderr and "Traceback" not in result.stdout, said[-2000:]
+    assert "WARNING the journal" in said and "could not be written (File too large) and stopped" in said, said[-2000:]
+    assert "could not write the report in" in said, said[-2000:]
+    assert result.returncode == 0
+
+
+def _dead_journal(directory: Path, lines: list[str]) -> Path:
+    run_dir = directory / "runs" / "20261203-000000-999999"
+    run_dir.mkdir(parents=True)
+    (run_dir / "journal.jsonl").write_text("\n".join(lines))
+    return run_dir
+
+
+BEGIN = json.dumps({"begin": {"run_id": "20261203-000000-999999", "started": "2026-12-03T00:00:00+00:00",
+                              "selection": "full"},
+                    "roles": {c: {"x": "verdict" if c == CONTRACT else State.NA.value} for c in (CONTRACT, *CLAIMS)},
+                    "kinds": {"x": "rotary"}, "applies": {"x": [CONTRACT]}})
+
+
+def test_a_journal_cut_mid_line_is_recovered_once_and_says_the_line_is_cut(tmp_path):
+    from posenc.harness import journal
+
+    start = json.dumps({"start": "specs/test_contract.py::t[x]", "claim": "contract", "encoder": "x"})
+    run_dir = _dead_journal(tmp_path, [BEGIN, start, '{"outcome": {"claim": "contract", "enc'])
+    (line,) = journal.recover_unfinished(tmp_path)
+    assert "died while x ran specs/test_contract.py::t[x]" in line
+    header = report(run_dir / "verdicts.json")["header"]
+    assert header["status"] == State.CRASHED and header["crashed_in"]["journal_cut"] is True
+    assert journal.recover_unfinished(tmp_path) == []  # the end mark is on a line of its own
+
+
+def test_a_journal_from_another_version_is_one_line_never_a_traceback(tmp_path):
+    from posenc.harness import journal
+
+    outcome = {"claim": "contract", "encoder": "x", "spec": "t", "test_id": "t", "state": State.HOLDS.value, "duration": 1.5}
+    _dead_journal(tmp_path / "newer", [BEGIN, json.dumps({"outcome": outcome})])
+    (line,) = journal.recover_unfinished(tmp_path / "newer")  # an unknown field is left out
+    assert "recovered from its journal (1 outcomes" in line
+    _dead_journal(tmp_path / "foreign", ['{"begin": {}}'])
+    (line,) = journal.recover_unfinished(tmp_path / "foreign")
+    assert "left a journal that cannot be read (KeyError" in line
+
+
+def test_a_live_runs_journal_and_marker_are_left_alone_whatever_its_pid(tmp_path):
+    """Liveness is the run's lock on its files, not its pid (another pid namespace, a reused pid)."""
+    import fcntl
+
+    from posenc.harness import journal
+
+    run_dir = _dead_journal(tmp_path, [BEGIN])
+    with open(run_dir / "journal.jsonl", "a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        assert journal.unfinished(tmp_path) == []
+    assert journal.unfinished(tmp_path) == [run_dir]
+    own = f"20261203-000000-{__import__('os').getpid()}"  # a stale marker with this process's pid
+    (tmp_path / ".active").mkdir()
+    (tmp_path / ".active" / own).write_text("x\n")
+    assert reports.ActiveRun.begin(tmp_path, "20261203-000001-1").others == []
+
+
+def test_a_run_that_judges_nothing_does_not_announce_itself(tmp_path):
+    result = run_specs("--encoders", "rope_interleaved", "--collect-only", matrix_dir=tmp_path / "reports")
+    assert result.returncode == 0
+    assert not (tmp_path / "reports" / ".active").exists() or not list((tmp_path / "reports" / ".active").iterdir())
+    assert not (tmp_path / "reports" / "runs").exists()

@@ -21,7 +21,7 @@ OUTCOME = "posenc_outcome"  # the user property that carries a spec's outcome to
 
 def worker_died_message(worker: str) -> str:
     return (f"the pytest-xdist worker {worker} died while this spec ran, with no result: os._exit, a fatal "
-            "signal such as SIGSEGV, or SIGKILL from the out-of-memory killer; pytest-xdist replaced it")
+            "signal such as SIGSEGV, or SIGKILL from the out-of-memory killer")
 
 
 class OutcomeCollector:

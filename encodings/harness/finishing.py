@@ -37,11 +37,27 @@ def write_report(config, state, collector, exitstatus) -> None:
         state.cells = cells
     except (KeyboardInterrupt, MemoryError, OSError) as error:
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"
-        state.report_error = (f"posenc: the report could not be written ({why}); its journal keeps every outcome: "
-                              f"python -m posenc report --recover --matrix-dir {state.settings.matrix_dir}")
+        state.notes.append(f"posenc: the report could not be written ({why}); its journal keeps every outcome: "
+                           f"python -m posenc report --recover --matrix-dir {state.settings.matrix_dir}")
         return
-    if collector is not None and collector.journal is not None and state.written.saved:
-        collector.journal.end(state.status)
+    state.notes += [f"posenc: WARNING {line}" for line in state.written.warnings]
+    if collector is not None and collector.journal is not None:
+        if collector.journal.failure:
+            state.notes.append(collector.journal.failure)
+        if state.written.saved:
+            collector.journal.end(state.status)
+
+
+THREADS = "posenc_threads"  # a worker's threads left running, sent to the controller
+
+
+def note_worker_threads(node, state) -> None:
+    """The controller names the threads a pytest-xdist worker's specs left running."""
+    left = getattr(node, "workeroutput", {}).get(THREADS) or []
+    if left:
+        worker = getattr(getattr(node, "gateway", None), "id", "?")
+        state.notes.append(f"posenc: WARNING {len(left)} thread{'s' if len(left) > 1 else ''} left running by the "
+                           f"specs in worker {worker}: {', '.join(left)}; the worker exited without waiting")
 
 
 def threads_left_running() -> list[str]:

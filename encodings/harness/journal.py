@@ -11,7 +11,10 @@
 * ``{"end": status}`` - the report was written.
 
 A process killed by ``os._exit``, a fatal signal (a segfault) or the out-of-memory killer (SIGKILL)
-writes nothing more, and one whose report writer fails ends without ``end``. :func:`recover`
+writes nothing more, and one whose report writer fails ends without ``end``. A live run holds an
+exclusive lock on its journal (``flock``, released by the kernel when the process dies, whatever
+its pid namespace), so a journal is recovered only once its run is gone. A write that fails (a full
+disk) stops the journal, with a warning, never the run. :func:`recover`
 turns such a journal into the run's report, status ``crashed``: every outcome up to the crash,
 and the spec that was running when the process died as a CRASH of its encoder's cell. The next
 run on the directory recovers it (:func:`unfinished`), or ``python -m posenc report --recover``.
@@ -21,10 +24,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows: liveness by pid
+    fcntl = None
+
 from .matrix import Matrix, Outcome
+from .reports import held_by_a_live_run
 from .states import State
 
 NAME = "journal.jsonl"
@@ -42,13 +51,20 @@ class Journal:
     def __init__(self, run_dir: Path):
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / NAME
+        self.failure: str | None = None  # why the journal stopped, if a write failed
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole run
+        if fcntl is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # this run is alive
 
     def _write(self, entry: dict) -> None:
-        if self._file.closed:
+        if self._file.closed or self.failure:
             return
-        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._file.flush()
+        except OSError as error:  # a full disk: the run goes on, without its journal
+            self.failure = (f"posenc: WARNING the journal {self.path} could not be written ({error.strerror or error}) "
+                            "and stopped: a crash from here on would lose the outcomes since")
 
     def begin(self, header: dict, records, roles: dict, kinds: dict) -> None:
         from .claims import CLAIMS, CONTRACT
@@ -82,27 +98,19 @@ class JournaledRecord:
         return claim in self.claims
 
 
-def _entries(path: Path) -> list[dict]:
-    entries = []
+def _entries(path: Path) -> tuple[list[dict], bool]:
+    """The journal's entries, and whether a line was cut (the process died, or the disk filled,
+    while writing it): a cut line is left out."""
+    entries, cut = [], False
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            entries.append(json.loads(line))
+            entry = json.loads(line)
         except ValueError:
-            break  # the line the process was writing when it died
-    return entries
-
-
-def _pid_alive(run_id: str) -> bool:
-    pid = run_id.rsplit("-", 1)[-1]
-    if not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+            cut = True
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries, cut
 
 
 def unfinished(directory: Path) -> list[Path]:
@@ -112,14 +120,20 @@ def unfinished(directory: Path) -> list[Path]:
         return []
     found = []
     for journal in sorted(runs.glob(f"*/{NAME}")):
-        try:
-            entries = _entries(journal)
-        except OSError:
-            continue
-        if entries and "begin" in entries[0] and not any("end" in e for e in entries) \
-                and not _pid_alive(journal.parent.name):
+        if not _ended(journal) and not held_by_a_live_run(journal, journal.parent.name):
             found.append(journal.parent)
     return found
+
+
+def _ended(journal: Path) -> bool:
+    """Whether the journal has its ``end`` line (read from its tail: a start-up reads every run's)."""
+    try:
+        with open(journal, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
+            tail = file.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return True  # unreadable: nothing to recover from
+    return any(line.startswith('{"end":') for line in tail)
 
 
 def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
@@ -128,10 +142,11 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
     beginning."""
     from .matrix import render_markdown
 
-    entries = _entries(run_dir / NAME)
+    entries, cut = _entries(run_dir / NAME)
     if not entries or "begin" not in entries[0]:
         return None
     begin = entries[0]
+    known = {f.name for f in fields(Outcome)}
     records = [JournaledRecord(name, begin["kinds"].get(name, ""), frozenset(claims))
                for name, claims in begin["applies"].items()]
     matrix = Matrix(records)
@@ -142,14 +157,17 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
         elif "start" in entry:
             running = entry
         elif "outcome" in entry:
-            matrix.add(Outcome(**entry["outcome"]))
+            matrix.add(Outcome(**{k: v for k, v in entry["outcome"].items() if k in known}))
             if running is not None and entry["outcome"]["test_id"] == running["start"]:
                 running = None
     crashed_in = None
     if running is not None:
-        crashed_in = {"claim": running["claim"], "encoder": running["encoder"], "test_id": running["start"]}
+        crashed_in = {"claim": running["claim"], "encoder": running["encoder"], "test_id": running["start"],
+                      "journal_cut": cut}
+        message = CRASH_MESSAGE + ("; the journal's last line is cut, so the spec may have ended and the disk "
+                                   "filled instead" if cut else "")
         matrix.add(Outcome(running["claim"], running["encoder"], spec_name(running["start"]), running["start"],
-                           State.CRASHED, CRASH_MESSAGE))
+                           State.CRASHED, message))
     cells = matrix.states(complete=False)
     header = {**begin["begin"], "status": State.CRASHED.value, "finished": None, "recovered": recovered_at,
               "crashed_in": crashed_in, "outcomes": len(matrix.outcomes)}
@@ -165,16 +183,36 @@ def recover_unfinished(directory: Path) -> list[str]:
 
     lines = []
     for run_dir in unfinished(directory):
-        recovered = recover(run_dir, now())
+        try:
+            recovered = recover(run_dir, now())
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            lines.append(f"run {run_dir.name} left a journal that cannot be read ({type(error).__name__}: {error}); "
+                         f"left as it is: {run_dir / NAME}")
+            continue
         if recovered is None:
             continue
         payload, markdown = recovered
         written = write(directory, run_dir.name, payload, markdown, latest=False)
+        lines += list(written.warnings)
+        if not written.saved:
+            lines.append(f"run {run_dir.name} died with no report, and its report could not be written now; "
+                         f"its journal is kept for the next recovery: {run_dir / NAME}")
+            continue
         crashed_in = payload["header"]["crashed_in"] or {}
         where = (f"while {crashed_in['encoder']} ran {crashed_in['test_id']}" if crashed_in.get("encoder")
-                 else "between specs")
+                 else "outside the specs this process ran (before the first, between two, or in a worker)")
         lines.append(f"run {run_dir.name} died {where} with no report; recovered from its journal "
                      f"({payload['header']['outcomes']} outcomes, status crashed): {written.run_json}")
-        with open(run_dir / NAME, "a", encoding="utf-8") as journal:
-            journal.write(json.dumps({"end": State.CRASHED.value}) + "\n")
+        _append_end(run_dir / NAME)
     return lines
+
+
+def _append_end(journal: Path) -> None:
+    """Mark a recovered journal ended, on a line of its own (after a cut line too)."""
+    with open(journal, "rb+") as file:
+        size = file.seek(0, os.SEEK_END)
+        if size:
+            file.seek(size - 1)
+        ends_cleanly = size == 0 or file.read(1) == b"\n"
+        file.seek(0, os.SEEK_END)
+        file.write((b"" if ends_cleanly else b"\n") + json.dumps({"end": State.CRASHED.value}).encode() + b"\n")

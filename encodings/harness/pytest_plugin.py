@@ -72,7 +72,6 @@ def pytest_configure(config):
     if not _is_worker(config):
         parallel.configure_controller(config)
         config.pluginmanager.register(OutcomeCollector(state, run.journal_begin(config, state)), _COLLECTOR)
-        state.active = reports.ActiveRun.begin(settings.matrix_dir, state.run_id)
         state.recovered = journal.recover_unfinished(settings.matrix_dir)  # runs that died without a report
         run.interrupt_on_sigterm()
 
@@ -90,9 +89,8 @@ def pytest_report_header(config):
 def pytest_sessionstart(session):
     parallel.own_hypothesis_database(session.config)
     state = session.config.stash.get(_STATE, None)
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for warning in run.start_warnings(state) if state and reporter is not None else ():
-        reporter.write_line(warning, yellow=True)
+    if state is not None and parallel.distributing(session.config):  # a serial run announces itself once collected
+        run.announce(session.config, state)
 
 
 def pytest_generate_tests(metafunc):
@@ -138,6 +136,8 @@ def pytest_collection_modifyitems(session, config, items):
             expected.setdefault((case.claim, case.record.name), set()).add(item.nodeid)
     collector = config.pluginmanager.get_plugin(_COLLECTOR)
     (collector.expect if collector is not None else config.stash[_STATE].matrix.expect)(expected)
+    if collector is not None and expected and not config.option.collectonly:  # a run that will judge specs
+        run.announce(config, config.stash[_STATE])
     benchmark_gates.order_gate_last(config, items)
 
 
@@ -210,6 +210,7 @@ def pytest_testnodedown(node, error):
     collector = node.config.pluginmanager.get_plugin(_COLLECTOR)
     if expected and collector is not None:
         collector.expect(expected)
+    finishing.note_worker_threads(node, node.config.stash[_STATE])
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -219,6 +220,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if _is_worker(config):
         parallel.expected_to_workeroutput(config, state.matrix.expected)
+        config.workeroutput[finishing.THREADS] = finishing.threads_left_running()
         return
     collector = config.pluginmanager.get_plugin(_COLLECTOR)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or collector.gave_up(config)
@@ -234,7 +236,7 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     if state.written is not None:
         terminal.verdict_summary(terminalreporter, state, state.cells, state.settings.matrix_mode)
-    for line in filter(None, [state.report_error, run.joined_warning(state)]):
+    for line in filter(None, [*state.notes, run.joined_warning(state)]):
         terminalreporter.write_line(line, yellow=True)
     perf_report.report(terminalreporter, state.perf)
 
@@ -243,5 +245,5 @@ def pytest_terminal_summary(terminalreporter, config):
 def pytest_unconfigure(config):
     """Threads a spec left running are named, and the run ends without waiting for them."""
     state = config.stash.get(_STATE, None)
-    if state is not None and not _is_worker(config):
+    if state is not None:  # a worker's are named by the controller (pytest_testnodedown)
         finishing.exit_past_threads(config.pluginmanager.get_plugin("terminalreporter"), state.exit_code)

@@ -30,6 +30,11 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+
+try:
+    import fcntl
+except ImportError:  # Windows: liveness by pid
+    fcntl = None
 from pathlib import Path
 
 from .html_report import render_html
@@ -70,9 +75,25 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _alive(pid: int) -> bool:
+def held_by_a_live_run(path: Path, run_id: str) -> bool:
+    """Whether run ``run_id``, which locks ``path`` (its marker, its journal) while it lives, is alive:
+    the lock is held (``flock``, released by the kernel when a process dies, whatever its pid
+    namespace); by the pid in the run id where there is no flock."""
+    if fcntl is not None:
+        try:
+            with open(path, "a", encoding="utf-8") as probe:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+            return False
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+    pid = run_id.rsplit("-", 1)[-1]
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -82,22 +103,25 @@ def _alive(pid: int) -> bool:
 
 @dataclass
 class ActiveRun:
-    """This run's marker in ``<dir>/.active``; ``others`` are the runs that were active when it began,
-    ``joined`` those that began while it ran (each appends its id to the markers it finds)."""
+    """This run's marker in ``<dir>/.active``, locked while the run lives; ``others`` are the runs
+    that were active when it began, ``joined`` those that began while it ran (each appends its id to
+    the markers it finds)."""
 
     directory: Path
     run_id: str
     others: list[str]
     joined: list[str] = field(default_factory=list)
+    _lock: object = None
 
     @classmethod
     def begin(cls, directory: Path, run_id: str) -> "ActiveRun":
         active = directory / ".active"
         active.mkdir(parents=True, exist_ok=True)
         others = []
-        for marker in active.iterdir():
-            pid = marker.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and _alive(int(pid)):
+        for marker in sorted(active.iterdir()):
+            if marker.name == run_id:
+                continue
+            if held_by_a_live_run(marker, marker.name):
                 others.append(marker.name)
                 try:
                     with open(marker, "a", encoding="utf-8") as told:
@@ -106,17 +130,23 @@ class ActiveRun:
                     pass
             else:
                 marker.unlink(missing_ok=True)  # left by a run that was killed
-        (active / run_id).write_text(now() + "\n")
-        return cls(directory, run_id, sorted(others))
+        lock = open(active / run_id, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+        lock.write(now() + "\n")
+        lock.flush()
+        if fcntl is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return cls(directory, run_id, sorted(others), _lock=lock)
 
     def end(self) -> list[str]:
-        """Remove the marker; the runs that began while this one ran."""
+        """Remove the marker; the runs that began while this one ran. Never raises."""
         marker = self.directory / ".active" / self.run_id
         try:
             self.joined = sorted(set(marker.read_text().split()[1:]))
+            marker.unlink(missing_ok=True)
         except OSError:
             pass
-        marker.unlink(missing_ok=True)
+        if self._lock is not None:
+            self._lock.close()
         return self.joined
 
 
@@ -151,13 +181,14 @@ def _published_header(directory: Path, run_id: str, warnings: list[str]) -> dict
     if top.is_dir():
         _set_aside(top, run_id, "is a folder, not a report", warnings)
         return {}
+    held = top.resolve() if top.is_symlink() else top  # through the published link: the report itself
     try:
         header = json.loads(top.read_text())["header"]
         if not isinstance(header, dict) or instant(header["started"]) is None:
             raise ValueError("no start time")
         return header
     except (OSError, ValueError, KeyError, TypeError) as error:
-        _set_aside(top, run_id, f"cannot be read as a report ({type(error).__name__}: {error})", warnings)
+        _set_aside(held, run_id, f"cannot be read as a report ({type(error).__name__}: {error})", warnings)
         return {}
 
 

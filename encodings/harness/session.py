@@ -59,7 +59,7 @@ class HarnessState:
     status: str = "interrupted"
     exit_code: int = 0
     recovered: list[str] = field(default_factory=list)  # runs that died, whose reports this run wrote
-    report_error: str | None = None  # why this run's report could not be written
+    notes: list[str] = field(default_factory=list)  # printed after the verdicts: a report not written, …
 
 
 def interrupt_on_sigterm() -> None:
@@ -157,9 +157,19 @@ def header_lines(state: HarnessState) -> list[str]:
     return lines
 
 
-def start_warnings(state: HarnessState) -> list[str]:
-    """Printed first, even under ``-q``: another run on the directory, runs that died and were recovered."""
-    return [line for line in (concurrency_warning(state), *(f"posenc: {r}" for r in state.recovered)) if line]
+def announce(config, state: HarnessState) -> None:
+    """A run that will judge specs marks itself active in the report directory (``.active``), and
+    prints, even under ``-q``, the runs already writing there and the runs that died and were recovered."""
+    if state.active is None:
+        try:
+            state.active = reports.ActiveRun.begin(state.settings.matrix_dir, state.run_id)
+        except OSError as error:
+            state.recovered.append(f"WARNING cannot mark this run active in {state.settings.matrix_dir}: "
+                                   f"{error.strerror or error}")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    lines = [concurrency_warning(state), *(f"posenc: {r}" for r in state.recovered)]
+    for line in filter(None, lines) if reporter is not None else ():
+        reporter.write_line(line, yellow=True)
 
 
 def concurrency_warning(state: HarnessState) -> str | None:
