@@ -63,7 +63,9 @@ def test_the_hand_typed_check_has_teeth():
     assert not hand_typed("000 §3.2 and 004 §7 at `n = 2048`, head_dim 64\n```\n120 s\n```")
 
 
-@pytest.mark.parametrize("page", docs.files(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+# The claim catalogue quotes the documents' own figures (PERF-1's 1.2 ms): they are the claims, not ours.
+@pytest.mark.parametrize("page", [p for p in docs.files(ROOT) if not p.match("specs/claims.md")],
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_count_or_timing_is_typed_by_hand(page):
     found = hand_typed(page.read_text())
     assert not found, (f"{page.name}: counts and figures belong in generated sections "

@@ -22,6 +22,7 @@ from ..encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbeddingComplex
 from ..encoders.scaling import frequencies as schedules
 
 from .declarations import BIAS_DEFAULTS
+from .multiaxis_records import MULTIAXIS_RECORDS
 from .record_builders import additive_record, attention_record, placed, rotary_record
 from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted
 
@@ -271,4 +272,5 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
         description="−m_h·(q − k) added to the logits, −∞ after the query; slopes 2^(−8h/n)",
         claims=BIAS_DEFAULTS,
     ),
+    *MULTIAXIS_RECORDS,
 )

@@ -55,6 +55,12 @@ CLAIMS: dict[str, str] = {
     "ALIBI-1": "ALiBi's bias depends only on the offset q − k (literature)",
     "ALIBI-2": "ALiBi's bias is causal: keys after the query are masked (literature)",
     "ALIBI-3": "ALiBi's slopes follow the paper's geometric rule (literature)",
+    # The literature's multi-axis RoPE (M-RoPE of Qwen2-VL and Qwen3-VL, 2D RoPE of Heo et al. 2024).
+    "MROPE-1": "each pair turns by the position on the axis that owns it (literature)",
+    "MROPE-2": "moving one axis by one turns exactly the pairs its section owns (literature)",
+    "MROPE-3": "equal ids on every axis = 1D RoPE at that id (Qwen2-VL, literature)",
+    "MROPE-4": "logits depend only on the vector offset, in every axis, far positions included (literature)",
+    "MROPE-5": "the norm is kept at per-axis positions (literature)",
     # The harness's own additions (specs/claims.md): equivalent call paths agree.
     "PATH-1": "offset path = explicit positions (harness)",
     "PATH-2": "decoding against cached keys = full sequence (harness)",
@@ -75,6 +81,8 @@ MODEL_CLAIMS = tuple(c for c in CLAIMS if c.startswith("MODEL-"))
 HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3", *MODEL_CLAIMS)
 #: Claims from the literature about a design the documents do not present (ALiBi, the baseline).
 LITERATURE_CLAIMS = ("ALIBI-1", "ALIBI-2", "ALIBI-3")
+#: The literature's claims about multi-axis RoPE (a position per axis: M-RoPE, 2D RoPE).
+MULTIAXIS_CLAIMS = tuple(c for c in CLAIMS if c.startswith("MROPE-"))
 
 #: The designs the documents present (an encoder record names the ones it implements).
 DESIGNS: dict[str, str] = {
@@ -89,6 +97,9 @@ DESIGNS: dict[str, str] = {
     "rope_linear_scaling": "RoPE's linear scaling variant: positions divided by s (004 §10.3)",
     "alibi": "ALiBi, a linear bias on attention logits (Press et al. 2022): not in the documents",
     "model": "a whole causal language model around its positional encoding (the harness's relations)",
+    "mrope": "M-RoPE: time, height and width ids turning sections of the pairs (Qwen2-VL, Qwen3-VL): not in "
+             "the documents",
+    "rope_2d": "2D RoPE of image patches, axial or mixed (Heo et al. 2024): not in the documents",
 }
 _ROTARY_DESIGNS = ("rope", "rope_004_real", "rope_linear_scaling")
 
@@ -120,6 +131,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "EXT-2": ("learnable",),
     "EXT-3": ("sinusoidal",),
     **{c: ("alibi",) for c in LITERATURE_CLAIMS},
+    **{c: ("mrope", "rope_2d") for c in MULTIAXIS_CLAIMS},
     "PERF-1": ("learnable", "sinusoidal", "rope"),
     "PERF-2": ("learnable", "sinusoidal", "rope"),
     **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS if c.startswith("PATH-")},

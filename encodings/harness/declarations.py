@@ -34,6 +34,7 @@ ROTARY_DEFAULTS = {
     **{c: HOLDS for c in CLAIMS},
     **family(("ABS-", "LIN-", "HYB-", "DYN-", "EXT-", "ALIBI-"), "not a claim about this design"),
     **family(("MODEL-",), "a relation of a whole model"),
+    **family(("MROPE-",), "one position per token: the multi-axis claims are about M-RoPE and 2D RoPE"),
     **NOT_ATTENTION_MODULE,
     **NOT_PERF,
     "ROPE-13": not_applicable("ROPE-13 is about 004 §3.2's code (the published_*_004 encoders)"),
@@ -74,6 +75,15 @@ ATTENTION_DEFAULTS = {
 def rotary_claims(overrides=None) -> dict:
     """Declarations for a correct per-head RoPE; pass overrides for what differs."""
     return with_defaults(ROTARY_DEFAULTS, overrides)
+
+
+#: A correct multi-axis RoPE: a 1D RoPE at equal ids, and every multi-axis claim holds.
+MULTIAXIS_DEFAULTS = {**ROTARY_DEFAULTS, **{c: HOLDS for c in CLAIMS if c.startswith("MROPE-")}}
+
+
+def multiaxis_claims(overrides=None) -> dict:
+    """Declarations for a correct multi-axis RoPE (M-RoPE, 2D); pass overrides for what differs."""
+    return with_defaults(MULTIAXIS_DEFAULTS, overrides)
 
 
 #: A whole causal LM: the model relations hold; the encoders' claims are judged on encoders.

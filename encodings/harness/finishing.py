@@ -30,7 +30,7 @@ def write_report(config, state, collector, exitstatus) -> None:
     try:
         cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)
         payload = {"header": run.header(config, state, exitstatus), "matrix": cells, "roles": cell_roles,
-                   "kinds": {r.name: r.kind for r in state.records},
+                   "kinds": {r.name: r.group for r in state.records},
                    "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
         state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
                                       render_markdown(cells, cell_roles))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import asdict, dataclass
 
-from .claims import CLAIMS, CONTRACT, HARNESS_CLAIMS, LITERATURE_CLAIMS
+from .claims import CLAIMS, CONTRACT, HARNESS_CLAIMS, LITERATURE_CLAIMS, MULTIAXIS_CLAIMS
 from .states import SURPRISES, SYMBOLS, State, aggregate
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def declared_matrix(records) -> dict[str, dict[str, str]]:
     return {claim: {r.name: r.declared(claim).status for r in records} for claim in (CONTRACT, *CLAIMS)}
 
 HARNESS_NOTE = (f"\n{', '.join(LITERATURE_CLAIMS)} are the literature's claims about ALiBi, the length experiment's "
-                "baseline. "
+                f"baseline; {', '.join(MULTIAXIS_CLAIMS)} the literature's about multi-axis RoPE (M-RoPE, 2D). "
                 f"{', '.join(HARNESS_CLAIMS)} are the harness's own requirements (equivalent call paths agree; "
                 "MODEL: relations of a whole model around its encoding), not claims of the documents.\n")
 

@@ -171,10 +171,43 @@ class RotaryGeometry:
     scale_length_dependent: bool = False  # position_scale takes the call's length (xPos centred on the call)
     length_dependent: bool = False  # frequencies take the call's length (dynamic NTK)
     angle_dtype: torch.dtype | None = None  # the dtype angles are formed in; None: the input's, float64 at most
+    # Multi-axis RoPE (M-RoPE, 2D): the share of the pairs each position axis owns, as parts
+    # (Qwen2-VL's 16:24:24 is (2, 3, 3)); () is one axis (1D RoPE).
+    axis_sections: tuple[int, ...] = ()
+    axis_order: str = "contiguous"  # contiguous (Qwen2-VL) | interleaved (Qwen3-VL): which pairs an axis owns
+    axis_schedule: str = "shared"  # shared: θ over the head (M-RoPE) | per_axis: each axis its own (axial 2D)
+    mixed_frequencies: Callable[..., torch.Tensor] | None = None  # RoPE-Mixed: (axes, pairs) θ_{a,i} at init
+
+    @property
+    def axes(self) -> int:
+        """Position axes: 1 for 1D RoPE."""
+        return len(self.axis_sections) or 1
+
+    def sections(self, rotary_dim: int) -> tuple[int, ...]:
+        """Pairs per axis at a rotated width: the parts scaled to ``rotary_dim / 2`` pairs."""
+        pairs, parts = rotary_dim // 2, sum(self.axis_sections)
+        if pairs % parts:
+            raise ValueError(f"{pairs} pairs cannot be shared {':'.join(map(str, self.axis_sections))} between "
+                             f"the axes: rotary_dim must be a multiple of {2 * parts}")
+        return tuple(n * pairs // parts for n in self.axis_sections)
+
+    def pair_axes(self, rotary_dim: int) -> torch.Tensor:
+        """The axis that owns each pair (zeros for 1D RoPE)."""
+        if not self.axis_sections:
+            return torch.zeros(rotary_dim // 2, dtype=torch.long)
+        sections, axes = self.sections(rotary_dim), len(self.axis_sections)
+        if self.axis_order == "contiguous":  # Qwen2-VL: axis 0's pairs, then axis 1's, …
+            owner = [axis for axis, n in enumerate(sections) for _ in range(n)]
+        else:  # Qwen3-VL: pair i is axis (i mod A)'s while i < A·sections[i mod A], else axis 0's
+            owner = [i % axes if i % axes and i < axes * sections[i % axes] else 0 for i in range(sum(sections))]
+        return torch.tensor(owner, dtype=torch.long)
 
     def __post_init__(self):
         if self.layout not in ("interleaved", "half_split", "concatenated"):
             raise ValueError(f"layout must be interleaved, half_split or concatenated, got {self.layout!r}")
+        if self.axis_order not in ("contiguous", "interleaved") or self.axis_schedule not in ("shared", "per_axis"):
+            raise ValueError(f"axis_order must be contiguous or interleaved and axis_schedule shared or per_axis, "
+                             f"got {self.axis_order!r} and {self.axis_schedule!r}")
         if not 0 < self.rotary_fraction <= 1:
             raise ValueError(f"rotary_fraction must be in (0, 1], got {self.rotary_fraction}")
         if self.length_dependent and self.frequencies is None:
@@ -184,6 +217,15 @@ class RotaryGeometry:
     def inverse_frequencies(self, rotary_dim: int, base: float | None = None, length: int | None = None) -> torch.Tensor:
         """θ_i of the rotated pairs in float64: the geometry's schedule, or ``base^(-2i/d)``."""
         base = self.base if base is None else base
+        if self.mixed_frequencies is not None:  # with equal ids on every axis, pair i turns by Σ_a θ_{a,i}
+            return torch.as_tensor(self.mixed_frequencies(rotary_dim), dtype=torch.float64).sum(0)
+        if self.axis_sections and self.axis_schedule == "per_axis":  # axial 2D: each axis's own base^(−2j/(2n))
+            owner, theta, sections = self.pair_axes(rotary_dim).tolist(), [], self.sections(rotary_dim)
+            seen = dict.fromkeys(range(self.axes), 0)
+            for axis in owner:
+                theta.append(base ** (-2.0 * seen[axis] / (2 * sections[axis])))
+                seen[axis] += 1
+            return torch.tensor(theta, dtype=torch.float64)
         if self.frequencies is None:
             return base ** -(torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
         if self.length_dependent:
@@ -442,6 +484,12 @@ class EncoderRecord:
     def supports_head_dim(self, head_dim: int) -> bool:
         return (head_dim >= self.limits.min_head_dim and head_dim % self.limits.head_dim_multiple == 0
                 and (self.limits.max_head_dim is None or head_dim <= self.limits.max_head_dim))
+
+    @property
+    def group(self) -> str:
+        """The group the reports show it in: its kind, or ``multiaxis`` for a RoPE with a position per axis."""
+        multiaxis = self.kind == "rotary" and self.geometry is not None and self.geometry.axes > 1
+        return "multiaxis" if multiaxis else self.kind
 
     def applies(self, claim: str) -> bool:
         return self.declared(claim).status != State.NA

@@ -42,18 +42,29 @@ def call_length(positions) -> int:
 
 
 def reference_rotation(x: torch.Tensor, positions: torch.Tensor, geometry: RotaryGeometry, head_dim: int,
-                       side: str = "q", length: int | None = None, transpose: bool = False) -> torch.Tensor:
+                       side: str = "q", length: int | None = None, transpose: bool = False,
+                       axis_positions: bool = False) -> torch.Tensor:
     """Float64 RoPE of per-head ``x`` (…, seq, heads, head_dim) at ``positions`` (…, seq), in the geometry's
     layout, as applied to ``side`` (q or k). ``length`` is the call's length for a length-dependent schedule
     (default: the largest of ``positions`` + 1). ``transpose`` applies the transposed map ``M_pᵀ``
-    (the rotation by −p with the same scale), which is what a correct backward pass applies."""
+    (the rotation by −p with the same scale), which is what a correct backward pass applies.
+    ``axis_positions``: ``positions`` is ``(axes, …, seq)``, a position per axis of a multi-axis
+    geometry, pair ``i`` turned by its axis's position (or by ``Σ_a θ_{a,i}·p_a``, RoPE-Mixed)."""
     x = x.to(torch.float64)
     r = geometry.rotary_dim(head_dim)
     length = call_length(positions) if length is None else length
     theta = geometry.inverse_frequencies(r, length=length).to(x.device)
     p = positions.to(device=x.device, dtype=torch.float64)
-    angle = (p.unsqueeze(-1) / geometry.scaling_factor * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
+    if axis_positions and geometry.mixed_frequencies is not None:
+        mixed = torch.as_tensor(geometry.mixed_frequencies(r), dtype=torch.float64).to(x.device)
+        angle = torch.einsum("a...s,ai->...si", p, mixed).unsqueeze(-2)
+    elif axis_positions:
+        per_pair = p[geometry.pair_axes(r).to(x.device)].movedim(0, -1)  # (…, seq, r/2)
+        angle = (per_pair / geometry.scaling_factor * theta).unsqueeze(-2)
+    else:
+        angle = (p.unsqueeze(-1) / geometry.scaling_factor * theta).unsqueeze(-2)  # (…, seq, 1, r/2)
     angle = -angle if transpose else angle
+    p = p[0] if axis_positions else p
     scale = geometry.scale(p, r, side, length).unsqueeze(-2)
     cos, sin = torch.cos(angle) * scale, torch.sin(angle) * scale
     if geometry.layout == "half_split":

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .claims import CONTRACT, LITERATURE_CLAIMS, MODEL_CLAIMS
+from .claims import CONTRACT, LITERATURE_CLAIMS, MODEL_CLAIMS, MULTIAXIS_CLAIMS
 from .matrix import roles, surprises
 from .session import HarnessState
 from .states import SURPRISES, SYMBOLS, State
 from .width import terminal_width, wrap, wrap_all, wrap_command
 
 MATRIX_MODES = ("grid", "summary", "none")
-KIND_ORDER = ("rotary", "attention", "additive", "bias", "model")
+KIND_ORDER = ("rotary", "multiaxis", "attention", "additive", "bias", "model")
 KIND_TITLES = {"rotary": "rotary encoders (RoPE and its variants)", "attention": "attention modules",
+               "multiaxis": "multi-axis rotary encoders (M-RoPE, 2D RoPE: a position per axis)",
                "additive": "absolute (additive) encodings", "bias": "attention biases (ALiBi)",
                "model": "whole models (the relations through which a model calls its encoding)"}
 #: Cell states in the order the counts line names them.
@@ -123,7 +124,8 @@ def render_grid(cells: dict[str, dict[str, State]], roles: dict[str, dict[str, s
     lines += ["", *wrap(legend, width, "        ")]
     lines += wrap("ok* = the specs that ran passed, but not all of the cell's specs ran; (…) = cross-check: the claim "
                   "is not made about this design, so it is no verdict on the documents", width)
-    lines += wrap(f"{', '.join(LITERATURE_CLAIMS)}: the literature's claims about ALiBi; PATH-1 … PATH-3: the "
+    lines += wrap(f"{', '.join(LITERATURE_CLAIMS)}: the literature's claims about ALiBi; MROPE-1 … "
+                  f"{MULTIAXIS_CLAIMS[-1]}: the literature's on multi-axis RoPE; PATH-1 … PATH-3: the "
                   f"harness's own (equivalent call paths agree); MODEL-1 … {MODEL_CLAIMS[-1]}: the harness's "
                   "relations of a whole model; ctr: the contract (shape, dtype, bad input, gradients)", width)
     return lines
@@ -151,7 +153,7 @@ def report_lines(state: HarnessState, cells: dict, mode: str, width: int) -> lis
         lines.append("no surprise: every cell that ran is as its record declares")
     lines += wrap_all(where, width, " " * 8)
     if mode == "grid":
-        kinds = {r.name: r.kind for r in state.records}
+        kinds = {r.name: r.group for r in state.records}
         lines += render_grid(cells, roles(state.records), kinds, width)
     return lines
 

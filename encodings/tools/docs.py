@@ -30,10 +30,21 @@ from posenc.tools import model_benchmark, precision, reference, suite_benchmark
 
 
 def matrix_markdown() -> str:
+    """The documents' declared matrix: the multi-axis encoders and claims have a page of their own."""
+    from posenc.harness.claims import MULTIAXIS_CLAIMS
     from posenc.harness.published_records import PUBLISHED_RECORDS
 
-    records = (*BUILTIN_RECORDS, *PUBLISHED_RECORDS)
-    return render_markdown(declared_matrix(records), roles(records))
+    records = [r for r in (*BUILTIN_RECORDS, *PUBLISHED_RECORDS) if r.group != "multiaxis"]
+    documents = {claim: row for claim, row in declared_matrix(records).items() if claim not in MULTIAXIS_CLAIMS}
+    return render_markdown(documents, roles(records))
+
+
+def multiaxis_matrix_markdown() -> str:
+    """The multi-axis encoders' declared cells: their claims, and the rotary claims at equal ids."""
+    records = [r for r in BUILTIN_RECORDS if r.group == "multiaxis"]
+    declared = {claim: row for claim, row in declared_matrix(records).items()
+                if any(r.applies(claim) for r in records)}
+    return render_markdown(declared, roles(records))
 
 
 def specs_by_claim_markdown() -> str:
@@ -74,7 +85,7 @@ def findings_markdown() -> str:
             lines.append(f"| {claim} | — | decided by the length experiment (`-m slow`), which trains this project's "
                          f"implementation of the design | `{record.name}`: {_cell(record, claim)} |")
             continue
-        if claim.startswith(("ALIBI-", "PATH-")):
+        if claim.startswith(("ALIBI-", "PATH-", "MROPE-")):
             continue  # the literature's and the harness's own claims, not the documents'
 
         subjects = [r for r in PUBLISHED_RECORDS if set(r.designs) & set(SUBJECTS[claim])]
@@ -151,6 +162,7 @@ MEASURED = {"precision", "identify-example"}
 SECTIONS = {
     "counts": reference.counts_markdown,
     "matrix": matrix_markdown,
+    "multiaxis-matrix": multiaxis_matrix_markdown,
     "fixes": fixes_markdown,
     "findings": findings_markdown,
     "specs-by-claim": specs_by_claim_markdown,

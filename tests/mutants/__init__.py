@@ -19,10 +19,10 @@ from __future__ import annotations
 import posenc
 
 # Each family module declares its mutants on import, in this order (the order of the matrix's columns).
-from . import published_snippets, rotary, attention, mixed, absolute, teeth, alibi  # noqa: F401, I001
+from . import published_snippets, rotary, attention, mixed, absolute, teeth, alibi, multiaxis  # noqa: F401, I001
 from ._scaffold import MUTANTS, Mutant
 
-FAMILIES = ("published_snippets", "rotary", "attention", "mixed", "absolute", "teeth", "alibi")
+FAMILIES = ("published_snippets", "rotary", "attention", "mixed", "absolute", "teeth", "alibi", "multiaxis")
 EXPECTED_CLAIMS: dict[str, set[str]] = {m.record.name: set(m.fails) for m in MUTANTS}
 WHY: dict[str, str] = {m.record.name: m.why for m in MUTANTS if m.why}
 KNOWN_SURVIVORS: dict[str, str] = {m.record.name: m.survives for m in MUTANTS if m.survives}
