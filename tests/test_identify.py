@@ -442,3 +442,44 @@ def test_identify_gives_the_range_of_a_parameter_the_outputs_cannot_tell_apart()
     large = identify(yarn_rope(64), head_dim=64)
     assert large.ranges == {} and large.parameters["original_max_position"] == 131072
     assert "schedules.yarn, factor=4, original_max_position=131072" in large.geometry_code()
+
+
+@pytest.mark.parametrize("sections, order, schedule, layout", [
+    ((2, 3, 3), "contiguous", "shared", "half_split"),  # Qwen2-VL
+    ((4, 2, 2), "interleaved", "shared", "half_split"),  # Qwen3-VL's THW… then T
+    ((2, 3, 3), "contiguous", "shared", "interleaved"),  # GLM-4V's adjacent pairs
+    ((4, 4), "contiguous", "per_axis", "half_split"),  # axial 2D, each axis its own schedule
+])
+def test_identify_reads_the_axis_sections_of_a_multi_axis_rope(sections, order, schedule, layout):
+    from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding
+    from posenc.harness.axes_identification import identify_axes
+    from posenc.harness.reference import reference_rotation
+
+    module = MultiAxisRotaryEmbedding(16, sections, order=order, schedule=schedule, layout=layout).double()
+    found = identify_axes(module, head_dim=16, axes=len(sections))
+    assert (found.sections, found.order, found.schedule, found.layout) == (sections, order, schedule, layout)
+    geometry = eval(found.geometry_code(), {"posenc": posenc})  # what the report tells a user to declare
+    positions = torch.randint(0, 5000, (len(sections), 2, 7), generator=torch.Generator().manual_seed(0))
+    x = torch.randn(2, 7, 3, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    expected = reference_rotation(x, positions, geometry, 16, axis_positions=True)
+    assert float((module(x, positions) - expected).abs().max()) < 1e-9
+
+
+def test_identify_says_when_no_axis_owns_a_pair():
+    from posenc.encoders.multiaxis import MixedRotaryEmbedding
+    from posenc.harness.axes_identification import identify_axes
+
+    found = identify_axes(MixedRotaryEmbedding(16).double(), head_dim=16, axes=2)
+    assert found.order == "other" and found.geometry_code() is None
+    assert "some pairs turn with more than one axis: mixed frequencies (RoPE-Mixed)" in found.report()
+
+
+def test_the_identify_command_reads_axis_sections(tmp_path):
+    target = tmp_path / "bare_mrope.py"
+    target.write_text("from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding\n\n"
+                      "mrope = MultiAxisRotaryEmbedding(16, (2, 3, 3)).double()\n")
+    done = subprocess.run([sys.executable, "-m", "posenc", "identify", f"{target}:mrope", "--axes", "3"],
+                          cwd=ROOT, env=_environment(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert "sections:        (2, 3, 3) pairs, contiguous (shares 2:3:3), shared schedule" in done.stdout
+    assert "axis_sections=(2, 3, 3), axis_order='contiguous'" in " ".join(done.stdout.split())

@@ -13,6 +13,7 @@ import inspect
 import sys
 from pathlib import Path
 
+from ..harness.axes_identification import identify_axes
 from ..harness.declarations import rotary_claims
 from ..harness.identification import (NotIdentified, ProbeTimeout, expectation_mismatches, expected_identification,
                                       identified_record, identify, parse_expected)
@@ -72,6 +73,9 @@ def main(argv=None) -> int:
                         help="the geometry the library documents, e.g. yarn:factor=4,original_max_position=2048 "
                              "(also base=, rotary_fraction=, layout=): compared with the measured one, and the "
                              "plug-in judges against it; exit status 1 when they differ")
+    parser.add_argument("--axes", type=int, default=1,
+                        help="position axes of a multi-axis RoPE (3: M-RoPE's time, height, width; 2: 2D RoPE), "
+                             "called with positions (axes, batch, seq): prints which axis turns which pairs")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds each probing call may take (default 60; 0: no limit)")
     args = parser.parse_args(argv)
@@ -84,6 +88,12 @@ def main(argv=None) -> int:
     if args.class_target:
         target = target(args.head_dim)
     apply = getattr(module, args.apply) if args.apply else None
+    if args.axes > 1:
+        axes = identify_axes(target, head_dim=args.head_dim, axes=args.axes)
+        print(axes.report())
+        code = axes.geometry_code()
+        print(f"\ngeometry to declare: {code}" if code else "\nno sections to declare: see the note")
+        return 0
     try:
         found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base,
                          timeout=args.timeout or None)
