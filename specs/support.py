@@ -44,8 +44,12 @@ def config(**overrides) -> BuildConfig:
 
 
 def build(record: EncoderRecord, dtype=torch.float32, device="cpu", **overrides) -> torch.nn.Module:
-    """The encoder as specs call it, ``f(x, positions=None, offset=0)``, whatever its protocol."""
-    return protocols.build_subject(record, **{**config(**overrides).__dict__, "dtype": dtype, "device": device})
+    """The encoder as specs call it, ``f(x, positions=None, offset=0)``, whatever its protocol; a
+    head size the record does not compute is excluded (``n/a``), never a crash."""
+    cfg = config(**overrides)
+    if record.kind in ("rotary", "attention"):
+        require_head_dim(record, cfg.head_dim)
+    return protocols.build_subject(record, **{**cfg.__dict__, "dtype": dtype, "device": device})
 
 
 def input_shape(record: EncoderRecord, batch: int, seq: int, cfg: BuildConfig = SPEC_CONFIG) -> tuple:

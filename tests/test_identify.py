@@ -483,3 +483,16 @@ def test_the_identify_command_reads_axis_sections(tmp_path):
     assert done.returncode == 0, done.stderr[-1500:]
     assert "sections:        (2, 3, 3) pairs, contiguous (shares 2:3:3), shared schedule" in done.stdout
     assert "axis_sections=(2, 3, 3), axis_order='contiguous'" in " ".join(done.stdout.split())
+
+
+def test_identify_reads_the_sections_of_a_partial_rotary_in_float32():
+    """GLM-4V and Qwen3.5 rotate part of each head, and production RoPEs form angles in fp32."""
+    from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding
+    from posenc.harness.axes_identification import identify_axes
+
+    glm = MultiAxisRotaryEmbedding(32, (2, 3, 3), layout="interleaved", rotary_dim=16)  # float32
+    found = identify_axes(lambda x, p: glm(x.float(), p), head_dim=32, axes=3)
+    assert (found.rotary_dim, found.sections, found.order, found.layout) == (16, (2, 3, 3), "contiguous", "interleaved")
+    assert "rotary_fraction=0.5" in found.geometry_code()
+    axial = MultiAxisRotaryEmbedding(16, (4, 4), schedule="per_axis")
+    assert identify_axes(lambda x, p: axial(x.float(), p), head_dim=16, axes=2).schedule == "per_axis"

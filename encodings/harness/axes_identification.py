@@ -28,6 +28,7 @@ class AxesIdentification:
     layout: str  # half_split | interleaved | other
     owner: list[int | None]  # per pair: the axis that turns it (None: no axis, or more than one)
     theta: list[float]  # per pair: its angle per unit of its axis
+    rotary_dim: int = 0  # the rotated width: the first coordinates any axis moves
     order: str = "contiguous"  # contiguous | interleaved | other
     schedule: str = "shared"  # shared (θ over the head, M-RoPE) | per_axis (each axis restarts at θ = 1: axial)
     notes: list[str] = field(default_factory=list)
@@ -44,7 +45,8 @@ class AxesIdentification:
 
     def report(self) -> str:
         names = AXIS_NAMES.get(self.axes, tuple(f"axis {a}" for a in range(self.axes)))
-        lines = [f"axes:            {self.axes} ({', '.join(names)}), {self.layout} pairs of head_dim {self.head_dim}",
+        lines = [f"axes:            {self.axes} ({', '.join(names)}), {self.layout} pairs of the rotated "
+                 f"{self.rotary_dim} of head_dim {self.head_dim}",
                  f"sections:        {self.sections} pairs, {self.order}"
                  + (f" (shares {':'.join(map(str, self.parts))}), {self.schedule} schedule"
                     if self.order != "other" else "")]
@@ -61,8 +63,9 @@ class AxesIdentification:
         """The ``RotaryGeometry`` a record declares for what was read; None where no sections were read."""
         if self.order == "other":
             return None
+        fraction = "" if self.rotary_dim == self.head_dim else f", rotary_fraction={self.rotary_dim / self.head_dim:g}"
         return (f"posenc.RotaryGeometry(layout={self.layout!r}, axis_sections={self.parts}, "
-                f"axis_order={self.order!r}, axis_schedule={self.schedule!r})")
+                f"axis_order={self.order!r}, axis_schedule={self.schedule!r}{fraction})")
 
 
 def _map(target, head_dim: int, position: torch.Tensor) -> torch.Tensor:
@@ -74,12 +77,12 @@ def _map(target, head_dim: int, position: torch.Tensor) -> torch.Tensor:
     return y.reshape(head_dim, head_dim).T.to(torch.float64)  # column j = M e_j
 
 
-def _pairs(m: torch.Tensor, moved: list[int], head_dim: int) -> tuple[str, list[int]]:
-    """The layout the map's partners show ((i, i + d/2) or (2i, 2i+1)), and the pair index of each
-    moved coordinate."""
-    half, tol = head_dim // 2, 1e-9
+def _pairs(m: torch.Tensor, moved: list[int], head_dim: int, rotary_dim: int) -> tuple[str, list[int]]:
+    """The layout the map's partners show ((i, i + r/2) or (2i, 2i+1) over the rotated width ``r``),
+    and the pair index of each moved coordinate."""
+    half, tol = rotary_dim // 2, 1e-6 * float(m.abs().max())
     partners = {j: [i for i in range(head_dim) if i != j and abs(float(m[i, j])) > tol] for j in moved}
-    if all(partners[j] == [(j + half) % head_dim] for j in moved):
+    if all(partners[j] == [(j + half) % rotary_dim] for j in moved):
         return "half_split", sorted({j % half for j in moved})
     if all(partners[j] == [j ^ 1] for j in moved):
         return "interleaved", sorted({j // 2 for j in moved})
@@ -89,29 +92,35 @@ def _pairs(m: torch.Tensor, moved: list[int], head_dim: int) -> tuple[str, list[
 def identify_axes(target, head_dim: int = 16, axes: int = 3) -> AxesIdentification:
     """Read which axis turns which pair of ``target`` (a multi-axis RoPE taking ``(axes, batch, seq)``)."""
     identity = torch.eye(head_dim, dtype=torch.float64)
-    pairs_of: dict[int, list[int]] = {}
-    layout, angles = None, {}
+    maps, moved_of = {}, {}
     for axis in range(axes):
         e = torch.zeros(axes, dtype=torch.long)
         e[axis] = 1
-        m = _map(target, head_dim, e)
-        moved = [j for j in range(head_dim) if float((m[:, j] - identity[:, j]).abs().max()) > 1e-9]
-        axis_layout, pairs = _pairs(m, moved, head_dim) if moved else (layout, [])
+        maps[axis] = m = _map(target, head_dim, e)
+        moved_of[axis] = [j for j in range(head_dim) if float((m[:, j] - identity[:, j]).abs().max()) > 1e-6]
+    rotary_dim = max((j + 1 for moved in moved_of.values() for j in moved), default=head_dim)
+    rotary_dim += rotary_dim % 2
+    pairs_of: dict[int, list[int]] = {}
+    layout, angles = None, {}
+    for axis in range(axes):
+        m, moved = maps[axis], moved_of[axis]
+        axis_layout, pairs = _pairs(m, moved, head_dim, rotary_dim) if moved else (layout, [])
         layout = layout or axis_layout
         pairs_of[axis] = pairs
         for pair in pairs:
-            a, b = (pair, pair + head_dim // 2) if layout == "half_split" else (2 * pair, 2 * pair + 1)
+            a, b = (pair, pair + rotary_dim // 2) if layout == "half_split" else (2 * pair, 2 * pair + 1)
             angles.setdefault(pair, {})[axis] = abs(math.atan2(float(m[b, a]), float(m[a, a])))
     owner: list[int | None] = []
     theta: list[float] = []
-    for pair in range(head_dim // 2):
+    for pair in range(rotary_dim // 2):
         turned = angles.get(pair, {})
         owner.append(next(iter(turned)) if len(turned) == 1 else None)
         theta.append(next(iter(turned.values())) if len(turned) == 1 else float("nan"))
-    found = AxesIdentification(head_dim, axes, layout or "other", owner, theta)
+    found = AxesIdentification(head_dim, axes, layout or "other", owner, theta, rotary_dim=rotary_dim)
     found.order = _order(owner, found.sections, axes)
     firsts = [theta[next(i for i, o in enumerate(owner) if o == axis)] for axis in range(axes) if axis in owner]
-    found.schedule = "per_axis" if len(firsts) > 1 and all(abs(f - 1) < 1e-9 for f in firsts) else "shared"
+    # θ = 1 at the first pair of every axis: a schedule per axis (fp32 angles: 1 − 4·10^-8)
+    found.schedule = "per_axis" if len(firsts) > 1 and all(abs(f - 1) < 1e-5 for f in firsts) else "shared"
     if any(len(t) > 1 for t in angles.values()):
         found.notes.append("some pairs turn with more than one axis: mixed frequencies (RoPE-Mixed), no sections")
         found.order = "other"

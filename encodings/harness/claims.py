@@ -132,6 +132,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "EXT-3": ("sinusoidal",),
     **{c: ("alibi",) for c in LITERATURE_CLAIMS},
     **{c: ("mrope", "rope_2d") for c in MULTIAXIS_CLAIMS},
+    "MROPE-3": ("mrope",),  # Qwen2-VL's claim about M-RoPE; a 2D RoPE's θ restarts on each axis
     "PERF-1": ("learnable", "sinusoidal", "rope"),
     "PERF-2": ("learnable", "sinusoidal", "rope"),
     **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS if c.startswith("PATH-")},

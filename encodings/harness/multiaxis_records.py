@@ -9,9 +9,11 @@ head is 2:3:3.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ..encoders.multiaxis import MixedRotaryEmbedding, MultiAxisRotaryEmbedding, mixed_frequencies
+from ..encoders.multiaxis import MixedRotaryEmbedding, MultiAxisRotaryEmbedding
 from .declarations import multiaxis_claims
 from .record_builders import placed
 from .records import EncoderRecord, RotaryGeometry, not_applicable, refuted
@@ -40,12 +42,23 @@ def multiaxis_record(name: str, geometry: RotaryGeometry, *, designs: tuple[str,
                          claims=multiaxis_claims(claims), head_dim_multiple=multiple, min_head_dim=multiple, **fields)
 
 
+def heo_mixed_init(rotary_dim: int, theta: float = 10.0, seed: int = 0) -> torch.Tensor:
+    """RoPE-Mixed's initial ``(θ_x, θ_y)`` per pair for one head, written from Heo et al.'s
+    ``init_random_2d_freqs`` (not from the module's code): magnitudes ``theta^(−4j/d)``, pair ``j``
+    along a random ``φ`` and pair ``j + d/4`` along ``φ + π/2``; ``φ`` is the seed's first uniform draw."""
+    quarter = rotary_dim // 4
+    phi = float(torch.rand(1, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)) * 2 * math.pi
+    magnitudes = [theta ** (-4.0 * j / rotary_dim) for j in range(quarter)] * 2
+    directions = [phi] * quarter + [phi + math.pi / 2] * quarter
+    return torch.tensor([[m * math.cos(d) for m, d in zip(magnitudes, directions, strict=True)],
+                         [m * math.sin(d) for m, d in zip(magnitudes, directions, strict=True)]], dtype=torch.float64)
+
+
 QWEN2_VL = RotaryGeometry(layout="half_split", axis_sections=(2, 3, 3))
-QWEN3_VL = RotaryGeometry(layout="half_split", axis_sections=(4, 2, 2), axis_order="interleaved")
-GLM4V = RotaryGeometry(layout="interleaved", axis_sections=(2, 3, 3))
+QWEN3_VL = RotaryGeometry(layout="half_split", axis_sections=(6, 5, 5), axis_order="interleaved")
+GLM4V = RotaryGeometry(layout="interleaved", axis_sections=(2, 3, 3), rotary_fraction=0.5)
 AXIAL_2D = RotaryGeometry(layout="half_split", axis_sections=(1, 1), axis_schedule="per_axis")
-MIXED_2D = RotaryGeometry(layout="interleaved", axis_sections=(1, 1),
-                          mixed_frequencies=lambda rotary_dim: mixed_frequencies(rotary_dim, 10.0, 0))
+MIXED_2D = RotaryGeometry(layout="interleaved", axis_sections=(1, 1), mixed_frequencies=heo_mixed_init)
 
 MULTIAXIS_RECORDS: tuple[EncoderRecord, ...] = (
     multiaxis_record(
@@ -54,22 +67,24 @@ MULTIAXIS_RECORDS: tuple[EncoderRecord, ...] = (
         description="M-RoPE: time, height, width ids each turning a contiguous section of the pairs, half-split"),
     multiaxis_record(
         "mrope_qwen3vl", QWEN3_VL, designs=("mrope",),
-        source="Qwen3-VL / Qwen3.5 interleaved M-RoPE (transformers' Qwen3VLTextRotaryEmbedding), THW… then T",
-        description="M-RoPE with the axes interleaved over the pairs (T H W T H W T T at 8 pairs), half-split"),
+        source="Qwen3-VL's interleaved M-RoPE, sections 24:20:20 (transformers' Qwen3VLTextRotaryEmbedding); "
+               "its shares 6:5:5 need head_dim 32, where the rotary claims at head_dim 16 read n/a",
+        description="M-RoPE with the axes interleaved over the pairs (T H W … then T), half-split"),
     multiaxis_record(
         "mrope_glm4v", GLM4V, designs=("mrope",),
-        source="GLM-4.1V's pairing (transformers' Glm4vTextRotaryEmbedding): adjacent pairs (2i, 2i+1), sections "
-               "8:12:12 (GLM rotates half of each head; at the specs' head_dim 16 the whole head is rotated)",
-        description="contiguous M-RoPE sections 2:3:3 over adjacent pairs"),
+        source="GLM-4.1V (transformers' Glm4vTextRotaryEmbedding): half of each head rotated, adjacent pairs "
+               "(2i, 2i+1), sections 8:12:12; from head_dim 32",
+        description="contiguous M-RoPE sections 2:3:3 over adjacent pairs of the rotated half"),
     multiaxis_record(
         "rope_2d_axial", AXIAL_2D, designs=("rope_2d",),
-        source="axial 2D RoPE (Heo et al., ECCV 2024 §3.2; Qwen2-VL's vision tower), height then width",
+        source="axial 2D RoPE in Qwen2-VL's vision tower convention (half-split, height first, base 10^4); Heo et "
+               "al. (ECCV 2024) use the same schedule per axis with adjacent pairs, width first, base 100",
         description="height ids turn the first half of the pairs, width ids the second, each with its own schedule",
         claims={"ROPE-2": _NOT_THE_SCHEDULE}),
     multiaxis_record(
         "rope_2d_mixed", MIXED_2D, designs=("rope_2d",),
-        source="RoPE-Mixed (Heo et al., ECCV 2024 §3.3): θ_{x,i}·p_x + θ_{y,i}·p_y, θ learned (initialised as "
-               "the paper's code: magnitudes 10^(−4j/d), one random direction per head)",
+        source="RoPE-Mixed (Heo et al., ECCV 2024): θ_{x,i}·p_x + θ_{y,i}·p_y, θ learned; initialised as the "
+               "paper's code does for one head (magnitudes 10^(−4j/d), one random direction), shared by the heads",
         description="every pair turns with both axes by learned frequencies",
         build=lambda c: placed(MixedRotaryEmbedding(c.head_dim), c),
         dtypes=(torch.float32, torch.float64),  # the declared θ is float64; a half θ is another module

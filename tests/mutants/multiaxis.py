@@ -19,8 +19,8 @@ SECTIONS = "a section's pairs turn with the wrong axis: the formula at per-axis 
            "sections read off the outputs (MROPE-2)"
 
 
-def _sections(c, parts):
-    pairs = c.head_dim // 2
+def _sections(c, parts, rotary_dim=None):
+    pairs = (rotary_dim or c.head_dim) // 2
     return tuple(n * pairs // sum(parts) for n in parts)
 
 
@@ -66,7 +66,7 @@ def mrope_interleaved_where_contiguous_is_declared(c):
 @mutant("mrope_qwen3vl", fails={"MROPE-1", "MROPE-2"}, why=SECTIONS)
 def mrope_contiguous_where_interleaved_is_declared(c):
     """Qwen2-VL's contiguous sections where Qwen3-VL's interleaved ones are declared"""
-    return _multiaxis(c, (4, 2, 2))
+    return _multiaxis(c, (6, 5, 5))
 
 
 @mutant("mrope_qwen2vl", fails={"MROPE-1", "MROPE-2"}, why=SECTIONS)
@@ -85,8 +85,9 @@ def mrope_height_and_width_swapped(c):
 @mutant("mrope_glm4v", fails={"MROPE-1", "MROPE-2"}, why=SECTIONS)
 def mrope_time_pairs_turn_with_width(c):
     """the time pairs turn with the width ids (GLM-4V's pairing)"""
-    return placed(AxisMap(c.head_dim, _sections(c, (2, 3, 3)), base=c.base, layout="interleaved",
-                          axis_map=(2, 1, 2)), c)
+    half = c.head_dim // 2  # GLM-4V rotates half of each head
+    return placed(AxisMap(c.head_dim, _sections(c, (2, 3, 3), half), base=c.base, layout="interleaved",
+                          rotary_dim=half, axis_map=(2, 1, 2)), c)
 
 
 @mutant("rope_2d_axial", fails={"MROPE-1", "MROPE-2"}, why=SECTIONS)
@@ -165,3 +166,21 @@ class WidthPairsScaled(MultiAxisRotaryEmbedding):
 def mrope_width_pairs_scaled(c):
     """the width pairs scaled by 1.01 when positions come per axis"""
     return placed(WidthPairsScaled(c.head_dim, _sections(c, (2, 3, 3)), base=c.base), c)
+
+
+class FirstRowsIds(MultiAxisRotaryEmbedding):
+    """Every row of a batch given per axis takes the first row's ids."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        if positions is not None and positions.dim() == 3:
+            positions = positions[:, :1].expand_as(positions)
+        return super().forward(x, positions, offset=offset)
+
+
+@mutant("mrope_qwen2vl", fails={"MROPE-1"},
+        why="every row turns by the first row's ids: the value at per-axis positions is wrong for the other rows "
+            "(MROPE-1); within a row the offsets, the sections and the norms are still right")
+def mrope_rows_take_the_first_rows_ids(c):
+    """every batch row takes the first row's per-axis ids"""
+    # reference: mlx-vlm #1095 class, a row inheriting another row's M-RoPE ids.
+    return placed(FirstRowsIds(c.head_dim, _sections(c, (2, 3, 3)), base=c.base), c)
