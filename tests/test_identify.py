@@ -496,3 +496,13 @@ def test_identify_reads_the_sections_of_a_partial_rotary_in_float32():
     assert "rotary_fraction=0.5" in found.geometry_code()
     axial = MultiAxisRotaryEmbedding(16, (4, 4), schedule="per_axis")
     assert identify_axes(lambda x, p: axial(x.float(), p), head_dim=16, axes=2).schedule == "per_axis"
+
+
+def test_identify_reads_ernies_order_and_refuses_sections_an_interleaving_cannot_fit():
+    from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding
+    from posenc.harness.axes_identification import identify_axes
+
+    ernie = MultiAxisRotaryEmbedding(16, (2, 3, 3), order="spatial_interleaved", layout="interleaved").double()
+    assert identify_axes(ernie, head_dim=16, axes=3).order == "spatial_interleaved"
+    with pytest.raises(ValueError, match=r"interleaved sections \(2, 3, 3\) do not fit 8 pairs"):
+        posenc.RotaryGeometry(axis_sections=(2, 3, 3), axis_order="interleaved").pair_axes(16)

@@ -11,6 +11,9 @@ dtype, a cache or a bound. Each record declares what the library promises, citin
   type of ``ROPE_INIT_FUNCTIONS`` (``hf_*``);
 * :mod:`.transformers_models` - transformers' causal LMs, built tiny from a config, one per
   architecture and rope type, for the model relations (``lm_*``);
+* :mod:`.transformers_mrope` - the multi-axis rotary classes of the vision-language models (M-RoPE of
+  Qwen2-VL … Ernie 4.5 VL, the 2D RoPE of Qwen2-VL's and Pixtral's vision towers) with their models'
+  apply functions (``hf_*_mrope``, ``hf_*_rope2d``);
 * :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``);
 * :mod:`.x_transformers_rope` - ``RotaryEmbedding`` with ``apply_rotary_pos_emb`` (``xtf_*``);
 * :mod:`.rotary_embedding_torch_rope` - ``RotaryEmbedding.rotate_queries_or_keys`` with an offset (``ret_*``).
@@ -25,6 +28,7 @@ from . import (  # noqa: F401  (importing registers the records)
     rotary_embedding_torch_rope,
     torchtune_rope,
     transformers_models,
+    transformers_mrope,
     transformers_rope,
     x_transformers_rope,
 )

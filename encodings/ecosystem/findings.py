@@ -14,12 +14,24 @@ HALF_PRECISION_POSITIONS = frozenset({"ROPE-1", "ROPE-4", "ROPE-8", "ROPE-11"})
 CAST_ROUNDS_FREQUENCIES = ("ret_rope", "ret_interpolate", "hf_default", "hf_linear", "hf_dynamic", "hf_yarn",
                            "hf_llama3", "hf_longrope", "xtf_rope", "xtf_xpos")
 
+#: The same cast rounding in transformers' multi-axis rotary classes (``transformers_mrope``): their
+#: ``inv_freq`` and ``original_inv_freq`` are float buffers too. The published Qwen3.5 quarter
+#: (``hf_qwen3_5_mrope``) is not judged at the specs' head_dim 16, so PATH-3 is not run on it.
+MULTIAXIS_CAST_ROUNDS_FREQUENCIES = ("hf_qwen2vl_mrope", "hf_qwen2_5vl_mrope", "hf_qwen3vl_mrope",
+                                     "hf_qwen3_5_half_mrope", "hf_glm4v_mrope", "hf_glm4v_moe_mrope",
+                                     "hf_ernie4_5vl_mrope", "hf_qwen2vl_vision_rope2d", "hf_pixtral_rope2d")
+#: The multi-axis records' FAIL cells, and the records their own run selects.
+MULTIAXIS_FINDINGS: frozenset[tuple[str, str]] = frozenset(
+    (name, "PATH-3") for name in MULTIAXIS_CAST_ROUNDS_FREQUENCIES)
+MULTIAXIS_ENCODERS = "hf_*_mrope,hf_*_rope2d"
+
 FINDINGS: frozenset[tuple[str, str]] = frozenset({
     ("hf_dynamic", "ROPE-9"), ("torchtune_rope", "contract"),
     *{("ret_rope", claim) for claim in HALF_PRECISION_POSITIONS | {"ROPE-9", "contract"}},
     *{("ret_interpolate", claim) for claim in HALF_PRECISION_POSITIONS | {"ROPE-14", "ROPE-9", "contract"}},
     ("ret_xpos", "PATH-2"), ("ret_xpos", "ROPE-9"),
     *{(name, "PATH-3") for name in CAST_ROUNDS_FREQUENCIES},
+    *MULTIAXIS_FINDINGS,  # ENCODERS' hf_* selects the multi-axis records too
 })
 #: The records the ecosystem run selects.
 ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
@@ -72,8 +84,10 @@ MEASURED = "docs/measurements/ecosystem-matrix.json"
 
 
 def kept_matrix(verdicts: dict) -> dict:
-    """What the docs keep of an ecosystem run's ``verdicts.json``: its header's versions and matrix."""
-    names = verdicts["header"]["encoders"]
+    """What the docs keep of an ecosystem run's ``verdicts.json``: its header's versions and matrix, of
+    the records with one position per token (the multi-axis group is judged on claims of its own)."""
+    kinds = verdicts.get("kinds", {})
+    names = [name for name in verdicts["header"]["encoders"] if kinds.get(name) != "multiaxis"]
     return {"libraries": verdicts["header"].get("libraries", {}), "torch": verdicts["header"].get("torch"),
             "matrix": {claim: {name: row[name] for name in names} for claim, row in verdicts["matrix"].items()}}
 

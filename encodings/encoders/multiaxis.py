@@ -5,8 +5,10 @@ Pair ``i`` of a head is turned by ``p_{a(i)} · θ_i``, where ``a(i)`` is the ax
 * **M-RoPE** (Qwen2-VL, arXiv 2409.12191 §2.1): ``θ_i = base^(−2i/d)`` over the whole head, as
   in 1D RoPE; the axes own ``sections`` of the pairs, **contiguous** (Qwen2-VL, Qwen2.5-VL: axis
   0's ``sections[0]`` pairs first) or **interleaved** (Qwen3-VL, Qwen3.5: pair ``i`` belongs to
-  axis ``a = i mod A`` while ``i < A·sections[a]``, to axis 0 otherwise). With equal ids on every
-  axis (text) it is 1D RoPE with the same base and pairing: the paper's claim.
+  axis ``a = i mod A`` while ``i < A·sections[a]``, to axis 0 otherwise) or **spatial_interleaved**
+  (Ernie 4.5 VL: axes ``1…A−1``, of equal sections, take turns over the first pairs, H W H W …, and
+  axis 0 owns the last ``sections[0]``). With equal ids on every axis (text) it is 1D RoPE with the
+  same base and pairing: the paper's claim.
 * **Axial 2D RoPE** (Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024,
   §3.2): each axis has a schedule of its own over its own pairs, ``θ_j = base^(−2j/(2·n_a))`` for
   axis ``a``'s ``n_a`` pairs (``schedule="per_axis"``).
@@ -27,7 +29,7 @@ from .positions import angle_dtype, resolve_positions
 from .rotary import LAYOUTS, _check_heads_input, rotate, rotated_width
 from .validation import require_base, require_positive_int
 
-ORDERS = ("contiguous", "interleaved")
+ORDERS = ("contiguous", "interleaved", "spatial_interleaved")
 SCHEDULES = ("shared", "per_axis")
 
 
@@ -41,6 +43,11 @@ def pair_axes(sections: tuple[int, ...], order: str = "contiguous") -> torch.Ten
     pairs, axes = sum(sections), len(sections)
     if order == "contiguous":
         return torch.repeat_interleave(torch.arange(axes), torch.tensor(sections))
+    if order == "spatial_interleaved":  # H W H W … then T: the spatial axes in turn, axis 0 last
+        if axes < 2 or len(set(sections[1:])) != 1:
+            raise ValueError(f"spatial_interleaved needs at least 2 axes and equal sections on axes 1…, got {sections}")
+        turns = torch.arange(1, axes).repeat(sections[1])
+        return torch.cat((turns, torch.zeros(sections[0], dtype=torch.long)))
     owner = torch.zeros(pairs, dtype=torch.long)
     for axis in range(1, axes):
         owner[torch.arange(axis, min(axes * sections[axis], pairs), axes)] = axis

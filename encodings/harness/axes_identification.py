@@ -6,7 +6,7 @@ vector: the outputs are the columns of the map ``M_P``. At ``P = e_a`` (position
 0 elsewhere) the coordinates ``M_P`` moves are the pairs axis ``a`` owns, and each pair's angle is
 its frequency. The pairs are named in the layout the map shows (``(i, i + r/2)`` half-split or
 ``(2i, 2i+1)`` interleaved); the sections are the pair counts per axis, their order contiguous
-(Qwen2-VL), interleaved (Qwen3-VL's rule) or neither.
+(Qwen2-VL), interleaved (Qwen3-VL's rule), spatial_interleaved (Ernie 4.5 VL) or neither.
 """
 
 from __future__ import annotations
@@ -130,8 +130,9 @@ def identify_axes(target, head_dim: int = 16, axes: int = 3) -> AxesIdentificati
 def _order(owner: list[int | None], sections: tuple[int, ...], axes: int) -> str:
     contiguous = [axis for axis, n in enumerate(sections) for _ in range(n)]
     interleaved = [i % axes if i % axes and i < axes * sections[i % axes] else 0 for i in range(len(owner))]
-    if owner == contiguous:
-        return "contiguous"
-    if owner == interleaved:
-        return "interleaved"
+    spatial = [1 + i % (axes - 1) if axes > 1 and i < sum(sections[1:]) else 0 for i in range(len(owner))]
+    for order, expected in (("contiguous", contiguous), ("interleaved", interleaved),
+                            ("spatial_interleaved", spatial)):  # Qwen2-VL, Qwen3-VL, Ernie 4.5 VL
+        if owner == expected:
+            return order
     return "other"

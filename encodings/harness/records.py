@@ -175,6 +175,7 @@ class RotaryGeometry:
     # (Qwen2-VL's 16:24:24 is (2, 3, 3)); () is one axis (1D RoPE).
     axis_sections: tuple[int, ...] = ()
     axis_order: str = "contiguous"  # contiguous (Qwen2-VL) | interleaved (Qwen3-VL): which pairs an axis owns
+    # | spatial_interleaved (Ernie 4.5 VL): axes 1…A−1 alternate over the first pairs (H W H W …), then axis 0's
     axis_schedule: str = "shared"  # shared: θ over the head (M-RoPE) | per_axis: each axis its own (axial 2D)
     mixed_frequencies: Callable[..., torch.Tensor] | None = None  # RoPE-Mixed: (axes, pairs) θ_{a,i} at init
 
@@ -198,16 +199,28 @@ class RotaryGeometry:
         sections, axes = self.sections(rotary_dim), len(self.axis_sections)
         if self.axis_order == "contiguous":  # Qwen2-VL: axis 0's pairs, then axis 1's, …
             owner = [axis for axis, n in enumerate(sections) for _ in range(n)]
-        else:  # Qwen3-VL: pair i is axis (i mod A)'s while i < A·sections[i mod A], else axis 0's
+        elif self.axis_order == "interleaved":  # Qwen3-VL: pair i is axis (i mod A)'s while i < A·sections[i mod A]
             owner = [i % axes if i % axes and i < axes * sections[i % axes] else 0 for i in range(sum(sections))]
+        else:  # Ernie 4.5 VL: pair i < Σ_{a≥1} sections[a] is axis 1 + i mod (A − 1)'s, the rest axis 0's
+            spatial = sum(sections[1:])
+            owner = [1 + i % (axes - 1) if i < spatial else 0 for i in range(sum(sections))]
+        counts = [owner.count(axis) for axis in range(axes)]
+        if counts != list(sections):  # an interleaving that the declared shares do not fit
+            raise ValueError(f"{self.axis_order} sections {sections} do not fit {sum(sections)} pairs: the axes "
+                             f"would own {counts}")
         return torch.tensor(owner, dtype=torch.long)
 
     def __post_init__(self):
         if self.layout not in ("interleaved", "half_split", "concatenated"):
             raise ValueError(f"layout must be interleaved, half_split or concatenated, got {self.layout!r}")
-        if self.axis_order not in ("contiguous", "interleaved") or self.axis_schedule not in ("shared", "per_axis"):
-            raise ValueError(f"axis_order must be contiguous or interleaved and axis_schedule shared or per_axis, "
-                             f"got {self.axis_order!r} and {self.axis_schedule!r}")
+        if self.axis_order not in ("contiguous", "interleaved", "spatial_interleaved") or \
+                self.axis_schedule not in ("shared", "per_axis"):
+            raise ValueError(f"axis_order must be contiguous, interleaved or spatial_interleaved and axis_schedule "
+                             f"shared or per_axis, got {self.axis_order!r} and {self.axis_schedule!r}")
+        if self.axis_order == "spatial_interleaved" and (len(self.axis_sections) < 2
+                                                         or len(set(self.axis_sections[1:])) != 1):
+            raise ValueError(f"spatial_interleaved alternates axes 1… over the pairs: they need equal sections, and "
+                             f"there must be at least 2 axes, got axis_sections={self.axis_sections}")
         if not 0 < self.rotary_fraction <= 1:
             raise ValueError(f"rotary_fraction must be in (0, 1], got {self.rotary_fraction}")
         if self.length_dependent and self.frequencies is None:
