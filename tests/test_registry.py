@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import posenc
+from posenc.harness.records import SPEC_CONFIG
 from posenc.harness.claims import CLAIMS, CONTRACT
 from posenc.harness.spec_index import spec_functions
 from posenc.harness.states import State
@@ -33,7 +34,8 @@ def test_builtin_declares_every_claim_and_names_its_source(record):
     assert set(record.claims) - {CONTRACT} == set(CLAIMS)
     assert record.source and record.description
     assert record.geometry is not None or record.kind in ("additive", "bias")
-    cls = type(record.make())
+    head_dim = next(d for d in range(16, 257, 2) if record.supports_head_dim(d))  # Qwen3-VL's 6:5:5 needs 32
+    cls = type(record.make(d_model=head_dim * SPEC_CONFIG.n_heads))
     module_doc = sys.modules[cls.__module__].__doc__ or ""
     assert "§" in module_doc and "§" in (cls.__doc__ or "") + module_doc
     assert cls.__doc__, f"{cls.__name__} has no docstring"

@@ -21,7 +21,6 @@ from .records import EncoderRecord, RotaryGeometry, not_applicable, refuted
 _NOT_THE_SCHEDULE = refuted("each axis has a schedule of its own over its own pairs: with equal ids θ is not "
                             "base^(−2i/d)", specs=("test_frequencies_follow_the_formula",))
 _MIXED_THETA = "θ_{a,i} are learned, mixed over the axes"
-_LEARNED_IN_HALF = "θ_{a,i} is a trainable parameter: in half precision it is rounded like any weight"
 
 
 def _multiaxis_build(geometry: RotaryGeometry):
@@ -33,10 +32,20 @@ def _multiaxis_build(geometry: RotaryGeometry):
     return build
 
 
+#: The rotary claims whose specs build at the specs' head_dim 16 only: ``n/a`` for sections that need more.
+AT_HEAD_DIM_16 = ("ROPE-1", "ROPE-3", "ROPE-4", "ROPE-5", "ROPE-7", "ROPE-8", "ROPE-9", "ROPE-10a", "ROPE-11",
+                  "ATT-4", "PATH-1", "PATH-2", "PATH-3")
+
+
 def multiaxis_record(name: str, geometry: RotaryGeometry, *, designs: tuple[str, ...], source: str,
                      description: str, claims=None, build=None, **fields) -> EncoderRecord:
-    """A multi-axis record: head sizes whose pairs the axes can share in the geometry's proportions."""
+    """A multi-axis record: head sizes whose pairs the axes can share in the geometry's proportions
+    (where that excludes head_dim 16, the rotary claims judged there read ``n/a``, with the reason)."""
     multiple = round(2 * sum(geometry.axis_sections) / geometry.rotary_fraction)
+    if multiple > 16:
+        why = not_applicable(f"its sections {':'.join(map(str, geometry.axis_sections))} need head_dim {multiple}; "
+                             "the specs judge this rotary claim at head_dim 16 (the MROPE claims run at its size)")
+        claims = {**{c: why for c in AT_HEAD_DIM_16}, **(claims or {})}
     return EncoderRecord(name=name, build=build or _multiaxis_build(geometry), kind="rotary", source=source,
                          description=description, geometry=geometry, designs=designs,
                          claims=multiaxis_claims(claims), head_dim_multiple=multiple, min_head_dim=multiple, **fields)
@@ -87,11 +96,9 @@ MULTIAXIS_RECORDS: tuple[EncoderRecord, ...] = (
                "paper's code does for one head (magnitudes 10^(−4j/d), one random direction), shared by the heads",
         description="every pair turns with both axes by learned frequencies",
         build=lambda c: placed(MixedRotaryEmbedding(c.head_dim), c),
-        dtypes=(torch.float32, torch.float64),  # the declared θ is float64; a half θ is another module
+        dtypes=(torch.float32, torch.float64),  # θ is a weight: in half precision it is rounded like any
         claims={"ROPE-2": refuted(f"{_MIXED_THETA}: with equal ids pair i turns by θ_x,i + θ_y,i, neither "
                                   "base^(−2i/d) nor a bound that decays in trend"),
                 "ROPE-5": refuted(f"{_MIXED_THETA}: they are trainable parameters by design"),
-                "PATH-3": refuted(f"{_LEARNED_IN_HALF}: module.to(dtype) rounds it below float64",
-                                  dtypes=(torch.float32, torch.bfloat16, torch.float16)),
                 "MROPE-2": not_applicable(f"{_MIXED_THETA}: every pair turns with both axes, no section owns it")}),
 )

@@ -177,10 +177,9 @@ class FirstRowsIds(MultiAxisRotaryEmbedding):
         return super().forward(x, positions, offset=offset)
 
 
-@mutant("mrope_qwen2vl", fails={"MROPE-1"},
-        why="every row turns by the first row's ids: the value at per-axis positions is wrong for the other rows "
-            "(MROPE-1); within a row the offsets, the sections and the norms are still right")
+@mutant("mrope_qwen2vl", fails={"MROPE-1"})
 def mrope_rows_take_the_first_rows_ids(c):
     """every batch row takes the first row's per-axis ids"""
-    # reference: mlx-vlm #1095 class, a row inheriting another row's M-RoPE ids.
+    # reference: mlx-vlm #1095 class, a row inheriting another row's M-RoPE ids; within a row the offsets,
+    # the sections and the norms stay right, so only the value at per-axis positions (MROPE-1) is wrong.
     return placed(FirstRowsIds(c.head_dim, _sections(c, (2, 3, 3)), base=c.base), c)
