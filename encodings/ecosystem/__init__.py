@@ -14,6 +14,8 @@ dtype, a cache or a bound. Each record declares what the library promises, citin
 * :mod:`.transformers_mrope` - the multi-axis rotary classes of the vision-language models (M-RoPE of
   Qwen2-VL … Ernie 4.5 VL, the 2D RoPE of Qwen2-VL's and Pixtral's vision towers) with their models'
   apply functions (``hf_*_mrope``, ``hf_*_rope2d``);
+* :mod:`.transformers_vlms` - transformers' vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), built
+  tiny with their vision towers, for the VLM relations (``vlm_*``);
 * :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``);
 * :mod:`.x_transformers_rope` - ``RotaryEmbedding`` with ``apply_rotary_pos_emb`` (``xtf_*``);
 * :mod:`.rotary_embedding_torch_rope` - ``RotaryEmbedding.rotate_queries_or_keys`` with an offset (``ret_*``).
@@ -30,6 +32,7 @@ from . import (  # noqa: F401  (importing registers the records)
     transformers_models,
     transformers_mrope,
     transformers_rope,
+    transformers_vlms,
     x_transformers_rope,
 )
 from .support import library_versions  # noqa: F401

@@ -25,6 +25,17 @@ MULTIAXIS_FINDINGS: frozenset[tuple[str, str]] = frozenset(
     (name, "PATH-3") for name in MULTIAXIS_CAST_ROUNDS_FREQUENCIES)
 MULTIAXIS_ENCODERS = "hf_*_mrope,hf_*_rope2d"
 
+#: transformers 5.24's Qwen2-VL and Qwen2.5-VL resume text after a video at ``start + max(h, w)``, below the
+#: video's own time ids when they run further (VLM-3: the papers' rule is the largest id plus one).
+VLM_RESUME_BELOW_VIDEO_TIME = ("vlm_qwen2_vl", "vlm_qwen2_5_vl")
+#: A forward whose chunk brings a picture after cached tokens counts that chunk's ids from 0 (VLM-6).
+VLM_LATER_CHUNK_PICTURE = ("vlm_qwen2_vl", "vlm_qwen2_5_vl", "vlm_qwen3_vl")
+#: The vision-language models' FAIL cells, and the records their own run selects.
+VLM_FINDINGS: frozenset[tuple[str, str]] = frozenset(
+    {*((name, "VLM-3") for name in VLM_RESUME_BELOW_VIDEO_TIME),
+     *((name, "VLM-6") for name in VLM_LATER_CHUNK_PICTURE)})
+VLM_ENCODERS = "vlm_*"
+
 FINDINGS: frozenset[tuple[str, str]] = frozenset({
     ("hf_dynamic", "ROPE-9"), ("torchtune_rope", "contract"),
     *{("ret_rope", claim) for claim in HALF_PRECISION_POSITIONS | {"ROPE-9", "contract"}},

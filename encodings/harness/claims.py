@@ -74,11 +74,21 @@ CLAIMS: dict[str, str] = {
     "MODEL-6": "model.to(bf16) and bf16 autocast keep position information past 2048 (harness, from ROPE-11)",
     "MODEL-7": "past the maximum: the design's extrapolation, or an error naming the limit (harness, from ROPE-9)",
     "MODEL-8": "documents packed in one row = each document alone (harness, from ROPE-4 and ROPE-9)",
+    # The harness's relations of a vision-language model around its M-RoPE (specs/test_vision_language.py).
+    "VLM-1": "text rows: the model's own ids = 1D ids = equal ids on every axis (harness, from MROPE-3)",
+    "VLM-2": "shifting every axis's ids by one constant leaves the logits (harness, from MROPE-4)",
+    "VLM-3": "the model's own ids are the paper's: text after a picture from its largest id + 1, per row "
+             "(harness, Qwen2-VL, Qwen2.5-VL)",
+    "VLM-4": "a batch mixing a row with a picture and a text row = each row alone (harness)",
+    "VLM-5": "a forward after a generate with another batch size = a fresh model's (harness)",
+    "VLM-6": "a prefill in chunks through pictures = a fresh pass on each prefix (harness, from ROPE-9)",
 }
 #: The model relations: the harness's own, each derived from the documents' claim it names.
 MODEL_CLAIMS = tuple(c for c in CLAIMS if c.startswith("MODEL-"))
+#: The relations of a vision-language model's M-RoPE inside it.
+VLM_CLAIMS = tuple(c for c in CLAIMS if c.startswith("VLM-"))
 #: Claims the harness adds; the documents do not make them.
-HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3", *MODEL_CLAIMS)
+HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3", *MODEL_CLAIMS, *VLM_CLAIMS)
 #: Claims from the literature about a design the documents do not present (ALiBi, the baseline).
 LITERATURE_CLAIMS = ("ALIBI-1", "ALIBI-2", "ALIBI-3")
 #: The literature's claims about multi-axis RoPE (a position per axis: M-RoPE, 2D RoPE).
@@ -137,6 +147,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "PERF-2": ("learnable", "sinusoidal", "rope"),
     **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS if c.startswith("PATH-")},
     **{c: ("model",) for c in MODEL_CLAIMS},
+    **{c: ("model",) for c in VLM_CLAIMS},
 }
 
 

@@ -6,7 +6,7 @@ A record starts from its family's defaults and overrides what differs
 
 from __future__ import annotations
 
-from .claims import CLAIMS
+from .claims import CLAIMS, VLM_CLAIMS
 from .records import HOLDS, not_applicable, with_defaults
 
 
@@ -33,7 +33,7 @@ NOT_ATTENTION_MODULE = {
 ROTARY_DEFAULTS = {
     **{c: HOLDS for c in CLAIMS},
     **family(("ABS-", "LIN-", "HYB-", "DYN-", "EXT-", "ALIBI-"), "not a claim about this design"),
-    **family(("MODEL-",), "a relation of a whole model"),
+    **family(("MODEL-", "VLM-"), "a relation of a whole model"),
     **family(("MROPE-",), "one position per token: the multi-axis claims are about M-RoPE and 2D RoPE"),
     **NOT_ATTENTION_MODULE,
     **NOT_PERF,
@@ -90,6 +90,7 @@ def multiaxis_claims(overrides=None) -> dict:
 MODEL_DEFAULTS = {
     **{c: not_applicable("a claim about an encoder; the model's relations are MODEL-*") for c in CLAIMS},
     **{c: HOLDS for c in CLAIMS if c.startswith("MODEL-")},
+    **{c: not_applicable("the model takes no pictures (traits.vision)") for c in VLM_CLAIMS},
 }
 
 
@@ -101,7 +102,8 @@ def model_claims(overrides=None) -> dict:
 def model_claims_for(traits, overrides=None) -> dict:
     """:func:`model_claims` with what ``traits`` exclude declared ``n/a``: shifts and bf16 far
     queries need position ids, padding needs a mask, a shift means nothing to absolute positions,
-    MODEL-7 needs a maximum and MODEL-8 a declared way to pack documents."""
+    MODEL-7 needs a maximum and MODEL-8 a declared way to pack documents; the VLM relations hold
+    where the model takes pictures."""
     excluded = {}
     if not traits.takes_position_ids:
         excluded["MODEL-1"] = excluded["MODEL-6"] = not_applicable("the model takes no position ids")
@@ -113,4 +115,6 @@ def model_claims_for(traits, overrides=None) -> dict:
         excluded["MODEL-7"] = not_applicable("the model has no maximum length")
     if traits.packing == "none":
         excluded["MODEL-8"] = not_applicable("the model declares no way to pack documents (traits.packing)")
+    if traits.vision:
+        excluded.update({c: HOLDS for c in VLM_CLAIMS})
     return model_claims({**excluded, **(overrides or {})})

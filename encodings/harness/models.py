@@ -68,7 +68,7 @@ class HFCausalLM(ModelSubject):
             # Under padding transformers' forward counts from the cache alone; its generation derives
             # the positions from the mask (the model's own code, as generate runs it).
             position_ids = self.model._prepare_position_ids_for_generation(
-                input_ids, {"attention_mask": attention_mask})[:, -input_ids.shape[1]:]
+                input_ids, {"attention_mask": attention_mask})[..., -input_ids.shape[1]:]
         if position_ids is not None:
             if not self.takes_position_ids:
                 raise NotInConvention(f"{type(self.model).__name__} takes no position_ids")
@@ -86,10 +86,10 @@ class HFCausalLM(ModelSubject):
         """Position ids that restart inside a row: transformers' packed format (no cache, no mask)."""
         return position_ids.dim() == 2 and bool((position_ids.diff(dim=-1) != 1).any())
 
-    def generate(self, input_ids, attention_mask, prompt: int) -> torch.Tensor:
+    def generate(self, input_ids, attention_mask, prompt: int, **inputs) -> torch.Tensor:
         """transformers' own ``generate`` (greedy, each next token forced to ``input_ids``'), so that
         its position logic runs: positions from the mask, the cache's length, a model's own
-        ``prepare_inputs_for_generation``."""
+        ``prepare_inputs_for_generation``; ``inputs`` go to it as they are (pixels, grids)."""
         from transformers import LogitsProcessor, LogitsProcessorList
 
         wanted = input_ids[:, prompt:]
@@ -103,7 +103,7 @@ class HFCausalLM(ModelSubject):
         out = self.model.generate(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt],
                                   max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                                   logits_processor=LogitsProcessorList([Forced()]), output_logits=True,
-                                  return_dict_in_generate=True, pad_token_id=0, eos_token_id=None)
+                                  return_dict_in_generate=True, pad_token_id=0, eos_token_id=None, **inputs)
         if not torch.equal(out.sequences[:, prompt:], wanted):
             raise RuntimeError("generate did not follow the forced tokens")
         return torch.stack(out.logits, dim=1)

@@ -327,6 +327,12 @@ class ModelTraits:
     packing: Literal["none", "positions", "document_ids"] = "none"
     #: False: the model needs positions given (its own regime of the relations is n/a).
     own_positions: bool = True
+    #: A vision-language model with M-RoPE ids ``(3, batch, seq)``: its build returns a
+    #: :class:`posenc.harness.vision_models.HFVisionLanguageLM` (the VLM relations apply).
+    vision: bool = False
+    #: How its video time ids run (``frames``: by frame index; ``seconds``: by absolute time,
+    #: Qwen2.5-VL); None: no video is judged.
+    video_time: Literal["frames", "seconds"] | None = None
 
     @property
     def table_limited(self) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .claims import CONTRACT, LITERATURE_CLAIMS, MODEL_CLAIMS, MULTIAXIS_CLAIMS
+from .claims import CONTRACT, LITERATURE_CLAIMS, MODEL_CLAIMS, MULTIAXIS_CLAIMS, VLM_CLAIMS
 from .matrix import roles, surprises
 from .session import HarnessState
 from .states import SURPRISES, SYMBOLS, State
@@ -127,7 +127,8 @@ def render_grid(cells: dict[str, dict[str, State]], roles: dict[str, dict[str, s
     lines += wrap(f"{', '.join(LITERATURE_CLAIMS)}: the literature's claims about ALiBi; MROPE-1 … "
                   f"{MULTIAXIS_CLAIMS[-1]}: the literature's on multi-axis RoPE; PATH-1 … PATH-3: the "
                   f"harness's own (equivalent call paths agree); MODEL-1 … {MODEL_CLAIMS[-1]}: the harness's "
-                  "relations of a whole model; ctr: the contract (shape, dtype, bad input, gradients)", width)
+                  f"relations of a whole model; VLM-1 … {VLM_CLAIMS[-1]}: of a vision-language model; ctr: the "
+                  "contract (shape, dtype, bad input, gradients)", width)
     return lines
 
 

@@ -1,0 +1,279 @@
+"""The M-RoPE inside a vision-language model: relations of its logits when the model builds its own
+position ids from images, videos, its cache and its ``rope_deltas`` (the harness's claims,
+``specs/claims.md``, VLM; each extends the claim it names). ``P`` is the paper's ids for a row
+(:func:`~posenc.encoders.mrope_positions.mrope_positions`: text the same id on every axis, a
+picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-VL's time in seconds).
+
+* VLM-1 (from MROPE-3, Qwen2-VL §2.1): text-only rows give the same logits with the model's own
+  ids, with 1D ids ``(batch, seq)`` and with equal ids on three axes, in the prompt and decoding;
+* VLM-2 (from MROPE-4): ``logits(P + c) = logits(P)`` for rows with pictures, c = 1 and 1000;
+* VLM-3 (Qwen2-VL §2.1, Qwen2.5-VL §2.1): the model's own ids are ``P``: a prompt of rows with
+  pictures of unequal grids (and a video where the model declares its time rule) gives the
+  logits of ``P`` given, and decoding after it (the model's ``generate``) continues each row from
+  its own largest id plus one;
+* VLM-4 (mlx-vlm #1095): a batch mixing a row with a picture and a text-only row gives each row's
+  logits alone, in the prompt and decoding;
+* VLM-5 (transformers #44873): after a ``generate`` on a batch of two, a forward on a batch of
+  four gives the logits of a fresh model (nothing kept from the earlier call);
+* VLM-6 (vLLM #10403): a prefill in chunks, a picture arriving in a later chunk and text chunks
+  after it, gives each chunk the logits of a fresh pass on the prefix that ends with it.
+
+Every relation runs on a copy of the model as built (``Fresh``), and counts only where it could
+fail: a given id one off (the last token's on every axis, and a picture's height) must move the
+logits by ``TEETH`` tolerances, else the cell is ``undecided``. Tolerances as in the model relations.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc.encoders.mrope_positions import Text, Vision, mrope_positions
+from posenc.harness.contract import Excluded
+from specs import support as s
+from specs import test_models as models
+
+VLM = dict(kinds=("model",), requires=lambda r: r.model.vision)
+#: Two rows with images of unequal grids (deltas −3 and −2), and a text-only row, 13 tokens each.
+IMAGE_A = (Text(3), Vision(1, 2, 3), Text(4))
+IMAGE_B = (Text(5), Vision(1, 2, 2), Text(4))
+TEXT = (Text(13),)
+#: A video whose time runs past its height and width: 4 temporal tokens 1.5 s apart.
+VIDEO = (Text(2), Vision(4, 1, 2, seconds=1.5), Text(3))
+STEPS = 3  # tokens decoded after a prompt
+SHIFTS = (1, 1000)
+
+
+def _subject(fresh):
+    model = fresh()
+    if not hasattr(model, "prompt"):
+        raise Excluded("the model takes no pictures (no vision adapter)")
+    return model
+
+
+def _rows(record, *rows):
+    """``rows``, with the video row where the model declares how its video time runs."""
+    return [*rows, VIDEO] if record.model.video_time else list(rows)
+
+
+def _paper(model, record, rows, device) -> torch.Tensor:
+    """The paper's ids of ``rows``, ``(3, batch, n)``."""
+    time = record.model.video_time or "frames"
+    return torch.stack([mrope_positions(row, time, model.ids_per_second)[0] for row in rows], dim=1).to(device)
+
+
+def _extended(model, prompt, seed=7):
+    """``prompt`` with ``STEPS`` text tokens after every row (the same pictures)."""
+    tail = model.prompt([(Text(STEPS),)] * prompt.ids.shape[0], seed)
+    rows = tuple((*row, Text(STEPS)) for row in prompt.rows)
+    return type(prompt)(torch.cat((prompt.ids, tail.ids), 1), rows, prompt.pictures,
+                        torch.cat((prompt.types, tail.types), 1))
+
+
+def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="the call"):
+    end = prompt.ids.shape[1] if end is None else end
+
+    def run():
+        with torch.no_grad():
+            try:
+                logits, returned = model(prompt.ids[:, start:end], position_ids=positions,
+                                         cache=None if cache is None else cache, vision=prompt.inputs(start, end))
+            except models.NotInConvention as reason:
+                raise Excluded(f"not in the model's call convention: {reason}") from None
+        model.logits_dtype = logits.dtype
+        return logits.to(torch.float64), returned
+    return s.answered(what, run)
+
+
+def _generate(model, full, prompt_length, what):
+    def run():
+        with torch.no_grad():
+            logits = model.generate(full.ids, torch.ones_like(full.ids), prompt_length,
+                                    vision=full.inputs(0, prompt_length))
+        model.logits_dtype = logits.dtype
+        return logits.to(torch.float64)
+    return s.answered(what, run)
+
+
+def _decode(model, full, prompt_length, what):
+    """The model's own decode through its forward: a prefill, then a token a call with its cache
+    (the ``rope_deltas`` path), logits of positions prompt − 1 … n − 2."""
+    logits, cache = _call(model, full, end=prompt_length, what=f"{what}: the prefill")
+    steps = [logits[:, -1]]
+    for j in range(prompt_length, full.ids.shape[1] - 1):
+        step, cache = _call(model, full, start=j, end=j + 1, cache=cache, what=f"{what}: the step at {j}")
+        steps.append(step[:, -1])
+    return torch.stack(steps, dim=1)
+
+
+def _compare(got, want, bound, what, **details):
+    """``got`` within ``bound`` of ``want`` (batch, tokens, vocabulary): the first row and token over it named."""
+    errors = (got - want).abs().amax(dim=-1)
+    over = ~(errors <= bound)
+    row, token = (int(i) for i in (over.nonzero()[0] if bool(over.any()) else (errors == errors.max()).nonzero()[0]))
+    s.require_within(error=float(errors[row, token]), bound=bound, what=f"{what} (row {row}, token {token})",
+                     row=row, token=token, **details)
+
+
+def _teeth(fresh, prompt, positions, bound, what):
+    """A given id one off must move the logits: the last token's on every axis, and (with pictures)
+    the first picture's height ids."""
+    need = models.TEETH * bound
+    base, _ = _call(fresh(), prompt, positions)
+    moved = positions.clone()
+    moved[:, :, -1] += 1
+    moves = {"the last token's ids moved by one": models._error(_call(fresh(), prompt, moved)[0][:, -1],
+                                                                 base[:, -1])}
+    if prompt.pictures:
+        picture = prompt.pictures[0]
+        tall = positions.clone()
+        tall[1, picture.row, picture.start:] += 1
+        moves["the first picture's height ids moved by one"] = models._error(
+            _call(fresh(), prompt, tall)[0][picture.row, -1], base[picture.row, -1])
+    weak = {how: change for how, change in moves.items() if change < need}
+    if weak:
+        said = "; ".join(f"{how} moves the last logits by {change:.2e}" for how, change in weak.items())
+        s.undecided(f"no teeth for {what}: {said}, under {models.TEETH} tolerances ({need:.2e})")
+
+
+# ------------------------------------------------------------------ VLM-1
+
+
+@pytest.mark.claim("VLM-1", **VLM)
+def test_text_rows_read_the_same_with_own_1d_and_equal_axis_ids(record, device):
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    full = _extended(model, model.prompt([TEXT, TEXT], seed=1))
+    prompt_length, n = full.ids.shape[1] - STEPS, full.ids.shape[1]
+    flat = torch.arange(n, device=device).expand(2, n)
+    equal = flat.expand(3, 2, n)
+    reference, _ = _call(fresh(), full, equal, what="equal ids on three axes")
+    bound = models._bound(reference, fresh.pristine, reach=n)
+    one_d, _ = _call(fresh(), full, flat, what="1D ids")
+    _compare(one_d, reference, bound, "1D ids (batch, seq) give other logits than equal ids on three axes")
+    own, _ = _call(fresh(), full, what="the model's own ids")
+    _compare(own, reference, bound, "the model's own ids for text give other logits than equal ids on three axes")
+    steps = _generate(fresh(), full, prompt_length, "decoding text with the model's own ids")
+    _compare(steps, reference[:, prompt_length - 1 : n - 1], bound,
+             "decoding text with the model's own ids gives other logits than equal ids on three axes")
+    _teeth(fresh, full, equal, bound, "text ids")
+
+
+# ------------------------------------------------------------------ VLM-2
+
+
+@pytest.mark.claim("VLM-2", **VLM)
+def test_shifting_every_axis_leaves_the_logits(record, device):
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    rows = _rows(record, IMAGE_A, IMAGE_B)
+    prompt = model.prompt(rows, seed=2)
+    paper = _paper(model, record, rows, device)
+    base, _ = _call(fresh(), prompt, paper, what="the paper's ids")
+    bound = models._bound(base, fresh.pristine, reach=max(SHIFTS) + prompt.ids.shape[1])
+    for shift in SHIFTS:
+        shifted, _ = _call(fresh(), prompt, paper + shift, what=f"the paper's ids + {shift}")
+        _compare(shifted, base, bound, f"every axis's ids shifted by {shift} change the logits", shift=shift)
+    _teeth(fresh, prompt, paper, bound, "ids of rows with pictures")
+
+
+# ------------------------------------------------------------------ VLM-3
+
+
+@pytest.mark.claim("VLM-3", **VLM)
+def test_own_ids_are_the_papers_and_decoding_continues_each_row(record, device):
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    rows = _rows(record, IMAGE_A, IMAGE_B)
+    prompt = model.prompt(rows, seed=3)
+    full = _extended(model, prompt)
+    prompt_length, n = prompt.ids.shape[1], full.ids.shape[1]
+    paper = _paper(model, record, full.rows, device)
+    reference, _ = _call(fresh(), full, paper, what="the paper's ids")
+    bound = models._bound(reference, fresh.pristine, reach=n)
+    own, _ = _call(fresh(), prompt, what="the model's own ids")
+    _compare(own, reference[:, :prompt_length], bound,
+             "the model's own ids for a prompt with pictures give other logits than the paper's ids")
+    for how, steps in (("generate", _generate(fresh(), full, prompt_length, "generate after pictures")),
+                       ("a forward a token with the cache", _decode(fresh(), full, prompt_length,
+                                                                     "decoding after pictures"))):
+        _compare(steps, reference[:, prompt_length - 1 : n - 1], bound,
+                 f"decoding after pictures ({how}) does not continue from each row's largest id plus one")
+    _teeth(fresh, full, paper, bound, "ids after pictures")
+
+
+# ------------------------------------------------------------------ VLM-4
+
+
+@pytest.mark.claim("VLM-4", **VLM)
+def test_a_row_with_a_picture_and_a_text_row_read_as_each_alone(record, device):
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    full = _extended(model, model.prompt([IMAGE_A, TEXT], seed=4))
+    prompt_length = full.ids.shape[1] - STEPS
+    prompt_logits, _ = _call(fresh(), full, end=prompt_length, what="the mixed batch's prompt")
+    decodes = {"generate": _generate, "a forward a token with the cache": _decode}
+    steps = {how: decode(fresh(), full, prompt_length, f"decoding the mixed batch ({how})")
+             for how, decode in decodes.items()}
+    for row in range(2):
+        alone = full.select([row])
+        alone_logits, _ = _call(fresh(), alone, end=prompt_length, what=f"row {row} alone")
+        bound = models._bound(alone_logits, fresh.pristine, reach=full.ids.shape[1])
+        kind = "the text-only row" if row else "the row with a picture"
+        _compare(prompt_logits[row : row + 1], alone_logits, bound,
+                 f"{kind} of a mixed batch reads other than alone, in the prompt")
+        for how, decode in decodes.items():
+            alone_steps = decode(fresh(), alone, prompt_length, f"decoding row {row} alone ({how})")
+            _compare(steps[how][row : row + 1], alone_steps, bound,
+                     f"{kind} of a mixed batch decodes other than alone ({how})")
+    _teeth(fresh, full, _paper(model, record, full.rows, device), bound, "a mixed batch")
+
+
+# ------------------------------------------------------------------ VLM-5
+
+
+@pytest.mark.claim("VLM-5", **VLM)
+def test_a_forward_after_generate_with_another_batch_size_keeps_nothing(record, device):
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    earlier = _extended(model, model.prompt([IMAGE_A, IMAGE_B], seed=5))
+    _generate(model, earlier, earlier.ids.shape[1] - STEPS, "a generate on a batch of two")
+    later = model.prompt([IMAGE_B, IMAGE_A, TEXT, IMAGE_B], seed=6)
+    after, _ = _call(model, later, what="a forward on a batch of four after the generate")
+    clean, _ = _call(fresh(), later, what="the same forward on a fresh model")
+    bound = models._bound(clean, fresh.pristine, reach=later.ids.shape[1])
+    _compare(after, clean, bound, "a forward on a batch of four after a generate on two reads other than on a "
+             "fresh model (state kept from the generate)")
+    _teeth(fresh, later, _paper(model, record, later.rows, device), bound, "a batch of four")
+
+
+# ------------------------------------------------------------------ VLM-6
+
+
+def _cuts(prompt, length: int) -> list[int]:
+    """Chunk ends: the last cut before the first picture (it arrives in a later chunk), then
+    chunks of 2 and 3 after the last picture."""
+    first = min(p.start for p in prompt.pictures)
+    last = max(p.end for p in prompt.pictures)
+    cuts = [first] if first > 0 else []
+    cuts += [c for c in (last + 2, last + 5) if c < length]
+    return [*cuts, length]
+
+
+@pytest.mark.claim("VLM-6", **VLM)
+def test_a_chunked_prefill_through_pictures_matches_each_prefix(record, device):
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    rows = _rows(record, IMAGE_A, IMAGE_B)
+    full = _extended(model, model.prompt(rows, seed=8))
+    n = full.ids.shape[1]
+    cache, start, bound = None, 0, None
+    for end in _cuts(full, n):
+        chunk, cache = _call(model, full, start=start, end=end, cache=cache,
+                             what=f"the chunk of tokens {start}…{end - 1} with the cache")
+        prefix, _ = _call(fresh(), full, end=end, what=f"a fresh pass on tokens 0…{end - 1}")
+        bound = models._bound(prefix, fresh.pristine, reach=n) if bound is None else bound
+        _compare(chunk, prefix[:, start:end], bound, f"the chunk of tokens {start}…{end - 1} reads other than a "
+                 f"fresh pass on its prefix", chunk=f"{start}…{end - 1}")
+        start = end
+    _teeth(fresh, full, _paper(model, record, full.rows, device), bound, "chunks through pictures")

@@ -1,0 +1,145 @@
+"""transformers' vision-language models (``posenc.ecosystem.transformers_vlms``): every cell of a VLM
+spec run is what the record declares, the known upstream defects are FAIL, nothing else is red,
+and each defect is reproduced here without the harness (transformers' own calls alone).
+
+Known, in the pinned transformers 5.24:
+
+* Qwen2-VL and Qwen2.5-VL's ``get_rope_index`` resumes text after a video at ``start + max(h, w)``
+  (merged), below the video's time ids when the video runs longer than it is wide (VLM-3). The
+  papers, and the reference code transformers shipped before, resume at the largest id plus one;
+  the stored ``rope_deltas`` do, so a decode after such a prompt also jumps.
+* A forward whose chunk brings a picture after cached tokens calls ``get_rope_index`` on the chunk
+  alone: its ids count from 0, not from the cache (VLM-6). ``generate`` computes the ids on the whole
+  sequence and is not affected; a chunked prefill or a second turn with a new image through
+  ``forward`` is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import posenc.ecosystem  # noqa: F401  (registers the records)
+from posenc.ecosystem import support
+from posenc.ecosystem.findings import VLM_ENCODERS, VLM_FINDINGS
+from posenc.ecosystem.transformers_vlms import CONFIGS, TEXT, TOKENS, VISION
+from posenc.harness.registry import get
+from posenc.harness.states import State
+from tests.spec_runs import WORKERS
+
+pytestmark = pytest.mark.xdist_group("ecosystem")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _needs_transformers():
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+
+
+@pytest.fixture(scope="module")
+def vlm_run(tmp_path_factory):
+    _needs_transformers()
+    out = tmp_path_factory.mktemp("ecosystem-vlm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS,
+               "--plugin", "posenc.ecosystem", "--encoders", VLM_ENCODERS, "--matrix-dir", str(out)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert (out / "verdicts.json").exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "verdicts.json").read_text()), result
+
+
+def test_every_cell_is_as_declared_and_only_the_findings_are_red(vlm_run):
+    verdicts, result = vlm_run
+    assert set(verdicts["header"]["encoders"]) == set(CONFIGS)
+    wrong = {}
+    for claim, row in verdicts["matrix"].items():
+        for name, state in row.items():
+            expected = State.UNEXPECTEDLY_FAILING if (name, claim) in VLM_FINDINGS else get(name).declared(claim).status
+            if State(state) != expected:
+                wrong[(name, claim)] = f"{state}, declared {expected}"
+    assert not wrong, wrong
+    assert result.returncode == 1  # the findings are FAIL
+    for claim in ("VLM-1", "VLM-2", "VLM-4", "VLM-5"):
+        assert set(verdicts["matrix"][claim].values()) == {State.HOLDS}, claim
+
+
+def test_each_finding_names_its_row_or_chunk_and_a_reproducer(vlm_run):
+    verdicts, _ = vlm_run
+    for encoder, claim in VLM_FINDINGS:
+        found = [o for o in verdicts["outcomes"]
+                 if (o["encoder"], o["claim"]) == (encoder, claim) and o["state"] == State.UNEXPECTEDLY_FAILING]
+        assert found and all("--plugin posenc.ecosystem" in o["reproducer"] for o in found), (encoder, claim)
+        said = " ".join(o["message"] for o in found)
+        assert ("row 2" in said) if claim == "VLM-3" else ("the chunk of tokens" in said), said
+
+
+# Standalone: transformers' models and calls alone, no harness.
+def _model(name: str):
+    import transformers
+    from transformers import AutoModelForImageTextToText
+
+    config_class, text, vision, _ = CONFIGS[name]
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = getattr(transformers, config_class)(text_config={**TEXT, **text}, vision_config={**VISION, **vision},
+                                                 **TOKENS)
+    return AutoModelForImageTextToText.from_config(config, attn_implementation="eager").eval()
+
+
+def _video_prompt(model, seconds=None):
+    """Text 2, a video of 4 temporal tokens × 1 × 2 (merged), text 3."""
+    grid = torch.tensor([[4, 2, 4]])
+    ids = torch.tensor([[5, 6, *([TOKENS["video_token_id"]] * 8), 7, 8, 9]])
+    width = 3 * 2 * 2 * 2
+    extra = {} if seconds is None else {"second_per_grid_ts": torch.tensor([seconds])}
+    return ids, dict(pixel_values_videos=torch.randn(int(grid.prod()), width), video_grid_thw=grid,
+                     mm_token_type_ids=(ids == TOKENS["video_token_id"]).long() * 2, **extra)
+
+
+@pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-3"}))
+def test_text_after_a_video_resumes_below_its_time_ids(name):
+    _needs_transformers()
+    model = _model(name)
+    seconds = 1.5 if CONFIGS[name][3]["video_time"] == "seconds" else None
+    ids, vision = _video_prompt(model, seconds)
+    index, deltas = model.model.get_rope_index(ids, **{k: v for k, v in vision.items() if "pixel" not in k})
+    video = index[:, 0, 2:10]
+    after = index[:, 0, 10]
+    assert int(after[0]) <= int(video[0].max()), "text after the video now resumes past its time ids: fixed?"
+    assert int(deltas[0, 0]) + ids.shape[1] == int(index.max()) + 1  # the stored delta follows the largest id
+    # where the video's time outruns the text after it, a decode after the prompt (its cache and deltas)
+    # also differs from a fresh pass on the prefix
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True, **vision)
+        step = model(input_ids=torch.tensor([[11]]), cache=out.cache, use_cache=True).logits[:, -1]
+        longer = {**vision, "mm_token_type_ids": torch.cat((vision["mm_token_type_ids"], torch.zeros(1, 1)), 1).long()}
+        fresh = model(input_ids=torch.cat((ids, torch.tensor([[11]])), 1), **longer).logits[:, -1]
+    jumps = int(video[0].max()) > int(index[0, 0, -1])  # the video's time outruns the text after it
+    assert (float((step - fresh).abs().max()) > 1e-2) == jumps
+
+
+@pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-6"}))
+def test_a_picture_in_a_later_chunk_gets_ids_from_zero(name):
+    _needs_transformers()
+    model = _model(name)
+    image = TOKENS["image_token_id"]
+    ids = torch.tensor([[5, 6, *([image] * 6), 7, 8]])  # text 2, an image of 2 × 3 (merged), text 2
+    grid = torch.tensor([[1, 4, 6]])
+    pixels = torch.randn(int(grid.prod()), 3 * 2 * 2 * 2)
+    types = (ids == image).long()
+    with torch.no_grad():
+        full = model(input_ids=ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=types).logits
+        first = model(input_ids=ids[:, :2], use_cache=True, mm_token_type_ids=types[:, :2])
+        chunk = dict(input_ids=ids[:, 2:], pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=types[:, 2:])
+        own = model(**chunk, cache=first.cache, use_cache=True).logits
+        index, _ = model.model.get_rope_index(ids, mm_token_type_ids=types, image_grid_thw=grid)
+        first = model(input_ids=ids[:, :2], use_cache=True, mm_token_type_ids=types[:, :2])
+        given = model(**chunk, cache=first.cache, use_cache=True, position_ids=index[:, :, 2:]).logits
+    assert float((own - full[:, 2:]).abs().max()) > 1e-2  # the chunk's own ids are wrong
+    assert float((given - full[:, 2:]).abs().max()) < 1e-4  # with the whole row's ids it matches
