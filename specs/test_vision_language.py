@@ -56,6 +56,14 @@ def _rows(record, *rows):
     return [*rows, VIDEO] if record.model.video_time else list(rows)
 
 
+def _prompted(record, device, seed):
+    """A fresh model, its adapter, and the rows with pictures (:func:`_rows`) as a prompt."""
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    rows = _rows(record, IMAGE_A, IMAGE_B)
+    return fresh, model, rows, model.prompt(rows, seed=seed)
+
+
 def _paper(model, record, rows, device) -> torch.Tensor:
     """The paper's ids of ``rows``, ``(3, batch, n)``."""
     time = record.model.video_time or "frames"
@@ -164,10 +172,7 @@ def test_text_rows_read_the_same_with_own_1d_and_equal_axis_ids(record, device):
 
 @pytest.mark.claim("VLM-2", **VLM)
 def test_shifting_every_axis_leaves_the_logits(record, device):
-    fresh = models.Fresh(record, device)
-    model = _subject(fresh)
-    rows = _rows(record, IMAGE_A, IMAGE_B)
-    prompt = model.prompt(rows, seed=2)
+    fresh, model, rows, prompt = _prompted(record, device, seed=2)
     paper = _paper(model, record, rows, device)
     base, _ = _call(fresh(), prompt, paper, what="the paper's ids")
     bound = models._bound(base, fresh.pristine, reach=max(SHIFTS) + prompt.ids.shape[1])
@@ -182,10 +187,7 @@ def test_shifting_every_axis_leaves_the_logits(record, device):
 
 @pytest.mark.claim("VLM-3", **VLM)
 def test_own_ids_are_the_papers_and_decoding_continues_each_row(record, device):
-    fresh = models.Fresh(record, device)
-    model = _subject(fresh)
-    rows = _rows(record, IMAGE_A, IMAGE_B)
-    prompt = model.prompt(rows, seed=3)
+    fresh, model, _, prompt = _prompted(record, device, seed=3)
     full = _extended(model, prompt)
     prompt_length, n = prompt.ids.shape[1], full.ids.shape[1]
     paper = _paper(model, record, full.rows, device)
@@ -262,10 +264,8 @@ def _cuts(prompt, length: int) -> list[int]:
 
 @pytest.mark.claim("VLM-6", **VLM)
 def test_a_chunked_prefill_through_pictures_matches_each_prefix(record, device):
-    fresh = models.Fresh(record, device)
-    model = _subject(fresh)
-    rows = _rows(record, IMAGE_A, IMAGE_B)
-    full = _extended(model, model.prompt(rows, seed=8))
+    fresh, model, _, prompt = _prompted(record, device, seed=8)
+    full = _extended(model, prompt)
     n = full.ids.shape[1]
     cache, start, bound = None, 0, None
     for end in _cuts(full, n):

@@ -1,7 +1,13 @@
 """What the project's tests that start spec runs of their own share."""
 
+import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: A spec run in two processes where there are two CPUs and these tests run serially (-n gives the
 #: serial run's matrix, tests/test_parallel.py); under ``pytest tests -n N`` the tests' own workers
@@ -15,3 +21,14 @@ def interruptible() -> None:
     started with SIGINT ignored (a shell's background job), which Python would otherwise pass on
     to its children."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def ecosystem_run(out: Path, encoders: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """``pytest specs --plugin posenc.ecosystem --encoders ENCODERS`` in a subprocess, no harness variable
+    of this environment passed on: its ``verdicts.json`` and the completed process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS,
+               "--plugin", "posenc.ecosystem", "--encoders", encoders, "--matrix-dir", str(out)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert (out / "verdicts.json").exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "verdicts.json").read_text()), result

@@ -11,11 +11,6 @@ for the record judge it (the multi-axis claims at 32), its other cells are ``n/a
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,10 +20,9 @@ from posenc.ecosystem import support
 from posenc.ecosystem.findings import MULTIAXIS_CAST_ROUNDS_FREQUENCIES, MULTIAXIS_ENCODERS, MULTIAXIS_FINDINGS
 from posenc.harness.registry import get
 from posenc.harness.states import State
-from tests.spec_runs import WORKERS
+from tests.spec_runs import ecosystem_run
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
-ROOT = Path(__file__).resolve().parents[1]
 SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT,
              State.UNEXPECTEDLY_HOLDS, State.BLOCKED}
 #: Records that compute no head of 16: a cell whose every spec is excluded reads n/a, and the contract, its
@@ -44,13 +38,7 @@ def _needs_transformers():
 @pytest.fixture(scope="module")
 def multiaxis_run(tmp_path_factory):
     _needs_transformers()
-    out = tmp_path_factory.mktemp("ecosystem-multiaxis")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS,
-               "--plugin", "posenc.ecosystem", "--encoders", MULTIAXIS_ENCODERS, "--matrix-dir", str(out)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert (out / "verdicts.json").exists(), result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((out / "verdicts.json").read_text()), result
+    return ecosystem_run(tmp_path_factory.mktemp("ecosystem-multiaxis"), MULTIAXIS_ENCODERS)
 
 
 def test_every_cell_is_as_declared_and_only_the_cast_is_red(multiaxis_run):

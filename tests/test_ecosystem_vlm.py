@@ -16,11 +16,6 @@ Known, in the pinned transformers 5.24:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,10 +26,9 @@ from posenc.ecosystem.findings import VLM_ENCODERS, VLM_FINDINGS
 from posenc.ecosystem.transformers_vlms import CONFIGS, TEXT, TOKENS, VISION
 from posenc.harness.registry import get
 from posenc.harness.states import State
-from tests.spec_runs import WORKERS
+from tests.spec_runs import ecosystem_run
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _needs_transformers():
@@ -45,13 +39,7 @@ def _needs_transformers():
 @pytest.fixture(scope="module")
 def vlm_run(tmp_path_factory):
     _needs_transformers()
-    out = tmp_path_factory.mktemp("ecosystem-vlm")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
-    command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS,
-               "--plugin", "posenc.ecosystem", "--encoders", VLM_ENCODERS, "--matrix-dir", str(out)]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert (out / "verdicts.json").exists(), result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((out / "verdicts.json").read_text()), result
+    return ecosystem_run(tmp_path_factory.mktemp("ecosystem-vlm"), VLM_ENCODERS)
 
 
 def test_every_cell_is_as_declared_and_only_the_findings_are_red(vlm_run):

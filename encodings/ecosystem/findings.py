@@ -96,11 +96,13 @@ MEASURED = "docs/measurements/ecosystem-matrix.json"
 
 def kept_matrix(verdicts: dict) -> dict:
     """What the docs keep of an ecosystem run's ``verdicts.json``: its header's versions and matrix, of
-    the records with one position per token (the multi-axis group is judged on claims of its own)."""
+    the records with one position per token (the multi-axis group is judged on claims of its own), and
+    without the VLM relations (vision-language models have a run of their own, ``VLM_ENCODERS``)."""
     kinds = verdicts.get("kinds", {})
     names = [name for name in verdicts["header"]["encoders"] if kinds.get(name) != "multiaxis"]
     return {"libraries": verdicts["header"].get("libraries", {}), "torch": verdicts["header"].get("torch"),
-            "matrix": {claim: {name: row[name] for name in names} for claim, row in verdicts["matrix"].items()}}
+            "matrix": {claim: {name: row[name] for name in names} for claim, row in verdicts["matrix"].items()
+                       if not claim.startswith("VLM-")}}
 
 
 def table_markdown(path=MEASURED) -> str:

@@ -11,6 +11,8 @@ harness live in :mod:`posenc.harness.builtin_records`.
 * :mod:`.hybrid`, :mod:`.dynamic` - the documents' variants (000 §5.1, §5.3);
 * :mod:`.fused` - the interleaved rotation as one compiled kernel;
 * :mod:`.qk_rotary` - RoPE on q and k together: the cos/sin and pair protocols, xPos;
+* :mod:`.multiaxis` - M-RoPE and 2D RoPE (a position per axis); :mod:`.mrope_positions` - the
+  papers' M-RoPE ids of text, images and videos (Qwen2-VL, Qwen2.5-VL's time in seconds);
 * :mod:`.positions`, :mod:`.validation` - positions, angles and input checks shared by all;
 * :mod:`.published`, :mod:`.scaling` - rooms for the documents' code as published
   (``doc000``, ``doc004``) and frequency-scaling variants.
