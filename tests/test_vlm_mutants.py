@@ -78,3 +78,12 @@ def test_mutant_fails_exactly_its_declared_relations(vlm_mutant_run, name):
     assert cells == expected, {c: (cells[c], expected[c]) for c in VLM_CLAIMS if cells[c] != expected[c]}
     kills = [o for o in vlm_mutant_run["outcomes"] if o["encoder"] == name and o["state"] == State.UNEXPECTEDLY_FAILING]
     assert kills and all(o["message"].startswith(f"[{o['claim']}] {name}:") for o in kills), kills
+
+
+def test_every_vlm_spec_kills_a_mutant(vlm_mutant_run):
+    """Each spec of specs/test_vision_language.py fails on some mutant: none is a check that cannot fail."""
+    from posenc.harness.spec_index import spec_functions
+
+    specs = {s.name for s in spec_functions() if s.module == "test_vision_language"}
+    killers = {o["spec"] for o in vlm_mutant_run["outcomes"] if State(o["state"]) == State.UNEXPECTEDLY_FAILING}
+    assert len(specs) >= 6 and specs <= killers, f"VLM specs that killed no mutant: {sorted(specs - killers)}"

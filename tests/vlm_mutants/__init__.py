@@ -113,9 +113,9 @@ def _classes():
     return FixedModel, FixedLM
 
 
-def _build(inner: str | None = None, outer: str | None = None):
-    """A build: the control, with the mutant ``inner`` step (a method of the inner model) or
-    ``outer`` step (of the LM) from :data:`STEPS` swapped in."""
+def _build(inner: str | None = None, outer: str | None = None, rotary: str | None = None):
+    """A build: the control, with the mutant ``inner`` step (a method of the inner model), ``outer``
+    step (of the LM) or ``rotary`` step (of the language model's rotary) from :data:`STEPS` swapped in."""
 
     def build(config: posenc.BuildConfig):
         import transformers
@@ -129,6 +129,9 @@ def _build(inner: str | None = None, outer: str | None = None):
         model = AutoModelForImageTextToText.from_config(model_config, attn_implementation="eager", dtype=config.dtype)
         model.model.__class__ = type("Mutant", (fixed_model,), STEPS[inner]) if inner else fixed_model
         model.__class__ = type("MutantLM", (fixed_lm,), STEPS[outer]) if outer else fixed_lm
+        if rotary:
+            turning = model.model.language_model.rotary_emb
+            turning.__class__ = type("MutantRotary", (type(turning),), STEPS[rotary])
         return HFVisionLanguageLM(model.to(config.device), TRAITS)
 
     return build
@@ -195,6 +198,12 @@ def _decode_without_deltas(self, outputs, model_kwargs, *args, **kwargs):
     return model_kwargs
 
 
+def _ids_rounded_to_bfloat16(self, x, position_ids):
+    """the rotary turns position ids rounded to bfloat16 (positions formed in a half dtype): exact
+    up to 256, steps of 8 past 1024"""
+    return type(self).__mro__[1].forward(self, x, position_ids.to(torch.bfloat16).to(position_ids.dtype))
+
+
 #: Each mutant's one step: name -> (inner or outer, the method it replaces, the function).
 STEPS = {
     "row_delta": {"row_deltas": _row_delta_of_first},
@@ -203,6 +212,7 @@ STEPS = {
     "frames": {"time_step": _time_by_frames},
     "text": {"text_ids": _text_on_time_axis},
     "decode": {"_update_model_kwargs_for_generation": _decode_without_deltas},
+    "rounded": {"forward": _ids_rounded_to_bfloat16},
 }
 
 
@@ -213,9 +223,9 @@ class VisionMutant:
     why: str = ""
 
 
-def _mutant(name: str, step: str, fails: set[str], why: str = "", outer: bool = False) -> VisionMutant:
+def _mutant(name: str, step: str, fails: set[str], why: str = "", where: str = "inner") -> VisionMutant:
     function = next(iter(STEPS[step].values()))
-    build = _build(outer=step) if outer else _build(inner=step)
+    build = _build(**{where: step})
     record = dataclasses.replace(CONTROL, name=f"vlmfixed_{name}", build=build,
                                  description=" ".join(function.__doc__.split()))
     return VisionMutant(record, frozenset(fails), why)
@@ -230,7 +240,8 @@ MUTANTS = [
             why="the text-only path alone builds the unequal ids, and the picture path equal ones: a text row alone "
                 "(VLM-4) reads other than beside a picture, and a text chunk before a picture (VLM-6) other than "
                 "the same tokens in a prefix that holds the picture"),
-    _mutant("decode_without_deltas", "decode", {"VLM-3"}, outer=True),
+    _mutant("decode_without_deltas", "decode", {"VLM-3"}, where="outer"),
+    _mutant("ids_rounded_to_bfloat16", "rounded", {"VLM-2"}, where="rotary"),
 ]
 RECORDS = [CONTROL, *(m.record for m in MUTANTS)]
 EXPECTED_CLAIMS = {m.record.name: set(m.fails) for m in MUTANTS}
