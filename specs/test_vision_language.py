@@ -6,7 +6,8 @@ picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-V
 
 * VLM-1 (from MROPE-3, Qwen2-VL §2.1): text-only rows give the same logits with the model's own
   ids, with 1D ids ``(batch, seq)`` and with equal ids on three axes, in the prompt and decoding;
-* VLM-2 (from MROPE-4): ``logits(P + c) = logits(P)`` for rows with pictures, c = 1 and 1000;
+* VLM-2 (from MROPE-4): ``logits(P + c) = logits(P)`` for rows with pictures, c = 1, 1000 and up to
+  just below the model's maximum (the sizes users run);
 * VLM-3 (Qwen2-VL §2.1, Qwen2.5-VL §2.1): the model's own ids are ``P``: a prompt of rows with
   pictures of unequal grids (and a video where the model declares its time rule) gives the
   logits of ``P`` given, and decoding after it (the model's ``generate``) continues each row from
@@ -175,8 +176,10 @@ def test_shifting_every_axis_leaves_the_logits(record, device):
     fresh, model, rows, prompt = _prompted(record, device, seed=2)
     paper = _paper(model, record, rows, device)
     base, _ = _call(fresh(), prompt, paper, what="the paper's ids")
-    bound = models._bound(base, fresh.pristine, reach=max(SHIFTS) + prompt.ids.shape[1])
-    for shift in SHIFTS:
+    reach = int(paper.max()) + 1
+    shifts = sorted({*SHIFTS, *([record.model.max_position - reach] if record.model.max_position else [])})
+    bound = models._bound(base, fresh.pristine, reach=max(shifts) + reach)
+    for shift in shifts:
         shifted, _ = _call(fresh(), prompt, paper + shift, what=f"the paper's ids + {shift}")
         _compare(shifted, base, bound, f"every axis's ids shifted by {shift} change the logits", shift=shift)
     _teeth(fresh, prompt, paper, bound, "ids of rows with pictures")
