@@ -4,7 +4,7 @@ Enables the harness plug-in (encoder selection, verdict matrix) and registers
 the Hypothesis profiles:
 
 * ``dev``      - fast default, random: 10 draws per case (half as many in a half-precision repeat
-  of a float32 case, besides the pinned examples: ``posenc.harness.execution.sized_draws``);
+  of a float32 case, besides the pinned examples: ``posenc.harness.cases.execution.sized_draws``);
 * ``ci``       - derandomized, chosen automatically when ``CI`` is set;
 * ``thorough`` - 1000 examples per spec;
 * ``triage``   - ``ci`` without shrinking, for runs that expect many failures (the project's

@@ -32,9 +32,9 @@ from .encoders import (
     inverse_frequencies,
     xpos_scale,
 )
-from .harness.claims import CLAIMS, CONTRACT, ClaimViolation
-from .harness.declarations import rotary_claims
-from .harness.records import (
+from .harness.catalogue.claims import CLAIMS, CONTRACT, ClaimViolation
+from .harness.catalogue.declarations import rotary_claims
+from .harness.catalogue.records import (
     Calling,
     Limits,
     DEFAULT_TOLERANCES,
@@ -50,8 +50,8 @@ from .harness.records import (
     tolerances_for_angles,
     with_defaults,
 )
-from .harness.registry import get, load_plugin, records, register, unregister
-from .harness.states import State
+from .harness.catalogue.registry import get, load_plugin, records, register, unregister
+from .harness.catalogue.states import State
 
 __all__ = [
     "ALiBiAttention", "ALiBiBias",

@@ -15,10 +15,11 @@ import pytest
 import torch
 
 from posenc import BuildConfig, ClaimViolation, EncoderRecord
-from posenc.harness import protocols, records, tensors
-from posenc.harness.claims import GeometryContradiction, NoClearError
-from posenc.harness.contract import Excluded, Undecided
-from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name>)
+from posenc.harness.references import protocols, tensors
+from posenc.harness.catalogue import records
+from posenc.harness.catalogue.claims import GeometryContradiction, NoClearError
+from posenc.harness.references.contract import Excluded, Undecided
+from posenc.harness.references.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
     call_length,
     FAR_POSITIONS,
@@ -29,8 +30,8 @@ from posenc.harness.reference import (  # noqa: F401  (specs use them as s.<name
     reference_rotation,
     roformer_bound,
 )
-from posenc.harness.running import RunningSpec, current, drawn_values, reproducer, running, shorten  # noqa: F401
-from posenc.harness.tensors import from_heads, max_error, randn  # noqa: F401  (specs use them as s.<name>)
+from posenc.harness.cases.running import RunningSpec, current, drawn_values, reproducer, running, shorten  # noqa: F401
+from posenc.harness.references.tensors import from_heads, max_error, randn  # noqa: F401  (specs use them as s.<name>)
 
 #: The configuration every spec builds encoders with unless it says otherwise.
 SPEC_CONFIG = records.SPEC_CONFIG

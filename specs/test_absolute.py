@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from specs import strategies as draws
 from specs import support as s
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 ADDITIVE = ("additive",)
 

@@ -24,7 +24,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from posenc.harness.claims import CONTRACT
+from posenc.harness.catalogue.claims import CONTRACT
 from specs import strategies as draws
 from specs import support as s
 

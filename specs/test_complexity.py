@@ -11,7 +11,7 @@
 * ROPE-12 (000 §3.3, 004 §1.1): RoPE's overhead is "relatively small" and "efficient for long
   sequences". Observed inside softmax attention as ``t(attention) / t(attention, rotation
   removed) − 1`` at seq 512 and 2048 (``-m perf``), with the RoPE form 000 §3.3 uses (000 §3.2's
-  complex multiplication); the rule is in :mod:`posenc.harness.perf_rules`.
+  complex multiplication); the rule is in :mod:`posenc.harness.catalogue.perf_rules`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import torch
 from torch import nn
 
 from posenc import CompiledRotaryEmbedding, RotaryEmbeddingComplex, get
-from posenc.harness import machine, profiling
-from posenc.harness.perf_rules import (BUSY_SPREAD, LINEAR_SLOPE_LIMIT, ROPE12_EQUIVALENCE, ROPE12_NOISE,
+from posenc.harness.performance import machine, profiling
+from posenc.harness.catalogue.perf_rules import (BUSY_SPREAD, LINEAR_SLOPE_LIMIT, ROPE12_EQUIVALENCE, ROPE12_NOISE,
                                       ROPE12_OVERHEAD_LIMIT)
 from specs import support as s
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 #: Memory: small d_model keeps the default run fast; the slope does not depend on it.
 MEMORY_LENGTHS, MEMORY_CONFIG = (128, 256, 512, 1024, 2048), dict(d_model=64, n_heads=4)

@@ -17,7 +17,7 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from posenc.harness.records import FINITE_DIFFERENCE
+from posenc.harness.catalogue.records import FINITE_DIFFERENCE
 from specs import strategies as draws
 from specs import support as s
 

@@ -32,10 +32,10 @@ from pathlib import Path
 import pytest
 
 from posenc.experiments import ExperimentConfig, run_experiment, verdicts
-from posenc.harness.contract import Blocked
-from posenc.harness.declarations import EXPERIMENT_CELLS
+from posenc.harness.references.contract import Blocked
+from posenc.harness.catalogue.declarations import EXPERIMENT_CELLS
 from specs import support as s
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 OUT = Path(__file__).resolve().parents[1] / "profiles" / "extrapolation"
 _RESULTS: dict = {}

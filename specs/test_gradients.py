@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from posenc.harness.records import FINITE_DIFFERENCE
+from posenc.harness.catalogue.records import FINITE_DIFFERENCE
 from specs import support as s
 
 TENSOR_KINDS = ("additive", "rotary", "attention")  # a bias takes positions, not x: test_alibi

@@ -26,7 +26,7 @@ from hypothesis import example, given
 
 from specs import strategies as draws
 from specs import support as s
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 
 @pytest.mark.claim("ABS-2", kinds=("additive", "rotary"))

@@ -46,10 +46,10 @@ import copy
 import pytest
 import torch
 
-from posenc.harness import model_plan as plan
-from posenc.harness.claims import CONTRACT
-from posenc.harness.contract import Excluded
-from posenc.harness.models import NotInConvention
+from posenc.harness.whole_models import model_plan as plan
+from posenc.harness.catalogue.claims import CONTRACT
+from posenc.harness.references.contract import Excluded
+from posenc.harness.whole_models.models import NotInConvention
 from specs import support as s
 
 #: A forward pass of a few layers rounds in another order on each path: this many eps of the scale.

@@ -2,7 +2,7 @@
 
 000 §4.1 (V100, seq 512, dim 768): forward time learnable 1.2 ms < sinusoidal 1.5 ms < RoPE 2.1 ms
 (PERF-1); memory learnable 3.8 MB, sinusoidal 0.2 MB, RoPE 1.5 MB (PERF-2). The rules that decide
-them are stated in :mod:`posenc.harness.perf_rules`.
+them are stated in :mod:`posenc.harness.catalogue.perf_rules`.
 
 ``test_benchmark`` (``-m perf``) times each encoder at seq 512, d_model 768, 12 heads, batch 1 and
 8, forward and forward+backward, grouped by size (one table per group, one row per encoder), and
@@ -19,9 +19,10 @@ import pytest
 import torch
 
 from posenc import get
-from posenc.harness import benchmark_gates, machine, plots, profiling
-from posenc.harness.perf_rules import BUSY_SPREAD, DOCUMENT_TABLE, PERF1_EQUIVALENCE, PERF1_MARGIN, PERF2_FACTOR
-from posenc.harness.summaries import write_summaries
+from posenc.harness.run import benchmark_gates
+from posenc.harness.performance import machine, plots, profiling
+from posenc.harness.catalogue.perf_rules import BUSY_SPREAD, DOCUMENT_TABLE, PERF1_EQUIVALENCE, PERF1_MARGIN, PERF2_FACTOR
+from posenc.harness.performance.summaries import write_summaries
 from specs import support as s
 
 MODES = ("forward", "forward+backward")

@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from posenc.encoders.mrope_positions import Text, Vision, mrope_positions
-from posenc.harness.contract import Excluded
+from posenc.harness.references.contract import Excluded
 from specs import support as s
 from specs import test_models as models
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from posenc.harness.running import first_line
+from posenc.harness.cases.running import first_line
 
 MUTATION_REPORT = pytest.StashKey[dict]()
 _WORKER_REPORT = "posenc_mutation_report"

@@ -3,8 +3,8 @@
 import re
 from pathlib import Path
 
-from posenc.harness.claims import CLAIMS, NOT_DECIDABLE
-from posenc.harness.spec_index import spec_functions
+from posenc.harness.catalogue.claims import CLAIMS, NOT_DECIDABLE
+from posenc.harness.catalogue.spec_index import spec_functions
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "specs" / "claims.md"
 SPLIT = {"ROPE-10": {"ROPE-10a", "ROPE-10b"}}  # claims with parts (a) and (b)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from posenc import get
-from posenc.harness import profiling
+from posenc.harness.performance import profiling
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

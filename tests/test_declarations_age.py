@@ -2,7 +2,7 @@
 
 * An old plug-in whose refutation a claim's revision made moot reads XPASS with the revision and
   the claim that decides the old meaning now: the plug-in declares what ROPE-9 and ROPE-11 meant
-  before their revisions (``posenc.harness.claims.REVISIONS``), a fixed table's end as a cache
+  before their revisions (``posenc.harness.catalogue.claims.REVISIONS``), a fixed table's end as a cache
   defect (ROPE-9) and dynamic NTK's length-dependent schedule as a half-precision failure (ROPE-11).
 * A declared refutation whose reason is true does not hide a second defect of the same spec that
   contradicts the record's own geometry: YaRN declared partial (half the head rotated), ROPE-2
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import textwrap
 
-from posenc.harness.claims import REVISIONS, revision_hint
-from posenc.harness.states import State
+from posenc.harness.catalogue.claims import REVISIONS, revision_hint
+from posenc.harness.catalogue.states import State
 from tests.test_faults import report, run_specs
 
 OLD_PLUGIN = '''
@@ -50,7 +50,7 @@ def test_an_xpass_on_a_revised_claim_names_the_revision_and_the_claim_that_owns_
 def test_every_revision_names_a_catalogue_claim_and_is_in_the_catalogue():
     from pathlib import Path
 
-    from posenc.harness.claims import CLAIMS
+    from posenc.harness.catalogue.claims import CLAIMS
 
     catalogue = Path(__file__).resolve().parents[1] / "specs" / "claims.md"
     for claim, revisions in REVISIONS.items():
@@ -63,7 +63,7 @@ PARTIAL_YARN = '''
 from dataclasses import replace
 
 import posenc
-from posenc.harness.record_builders import rope_from_geometry
+from posenc.harness.catalogue.record_builders import rope_from_geometry
 
 yarn = posenc.get("rope_yarn")
 half = replace(yarn.geometry, rotary_fraction=0.5)

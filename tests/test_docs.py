@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 from posenc.tools import docs
 
 ROOT = Path(__file__).resolve().parent.parent

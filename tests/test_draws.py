@@ -1,4 +1,4 @@
-"""How many Hypothesis draws a case makes (``posenc.harness.execution.sized_draws``): the profile's
+"""How many Hypothesis draws a case makes (``posenc.harness.cases.execution.sized_draws``): the profile's
 in float32 and float64, half as many in a half-precision repeat of a float32 case, all of them
 where the claim is about half precision itself, and only the pinned examples where a far-position
 spec meets an encoder reached through a prefix."""
@@ -8,9 +8,9 @@ import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from posenc.harness import execution
-from posenc.harness.parametrization import SpecCase
-from posenc.harness.registry import records
+from posenc.harness.cases import execution
+from posenc.harness.cases.parametrization import SpecCase
+from posenc.harness.catalogue.registry import records
 
 PROFILE_DRAWS = 12
 

@@ -40,7 +40,7 @@ import torch
 
 from posenc.ecosystem import support
 from posenc.ecosystem.findings import ENCODERS, FINDINGS, HALF_PRECISION_POSITIONS
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
@@ -126,8 +126,8 @@ def test_identify_names_transformers_rope_types_from_the_raw_library_functions(r
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
     from posenc.ecosystem.transformers_rope import _parameters
-    from posenc.harness.identification import identify
-    from posenc.harness.records import SPEC_CONFIG
+    from posenc.harness.identify.identification import identify
+    from posenc.harness.catalogue.records import SPEC_CONFIG
 
     rope_parameters, max_positions = _parameters(rope_type, SPEC_CONFIG)
     config = LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=max_positions,
@@ -153,7 +153,7 @@ def test_identify_names_llama4_and_untruncated_yarn_as_transformers_computes_the
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-    from posenc.harness.identification import identify
+    from posenc.harness.identify.identification import identify
 
     config = LlamaConfig(hidden_size=256, num_attention_heads=4, rope_parameters={**rope_parameters, "rope_theta": 10000.0},
                          max_position_embeddings=int(rope_parameters["factor"] * rope_parameters[
@@ -170,7 +170,7 @@ def test_identify_reads_torchtune_and_x_transformers_raw():
     from torchtune.modules import RotaryPositionalEmbeddings
     from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
 
-    from posenc.harness.identification import identify
+    from posenc.harness.identify.identification import identify
 
     torchtune_rope = RotaryPositionalEmbeddings(16, max_seq_len=8192)
     found = identify(lambda x, p: torchtune_rope(x, input_pos=p), head_dim=16)
@@ -194,7 +194,7 @@ def test_identify_reads_rotary_embedding_torch_raw_and_names_its_bf16_positions(
         pytest.skip(f"rotary-embedding-torch is not installed: {support.INSTALL_HINT}")
     from rotary_embedding_torch import RotaryEmbedding
 
-    from posenc.harness.identification import identify
+    from posenc.harness.identify.identification import identify
 
     rope = RotaryEmbedding(16, seq_before_head_dim=True)
 

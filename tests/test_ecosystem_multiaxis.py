@@ -18,8 +18,8 @@ import torch
 import posenc.ecosystem  # noqa: F401  (registers the records)
 from posenc.ecosystem import support
 from posenc.ecosystem.findings import MULTIAXIS_CAST_ROUNDS_FREQUENCIES, MULTIAXIS_ENCODERS, MULTIAXIS_FINDINGS
-from posenc.harness.registry import get
-from posenc.harness.states import State
+from posenc.harness.catalogue.registry import get
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import ecosystem_run
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
@@ -156,7 +156,7 @@ def test_ernies_pair_order_is_the_same_in_the_geometry_and_the_built_in_module()
     """``spatial_interleaved``: two implementations of one rule, and Ernie's class read off its outputs."""
     _needs_transformers()
     from posenc.encoders.multiaxis import pair_axes
-    from posenc.harness.records import RotaryGeometry
+    from posenc.harness.catalogue.records import RotaryGeometry
 
     for sections in ((2, 3, 3), (1, 2, 2), (4, 2, 2), (3, 5)):
         geometry = RotaryGeometry(axis_sections=sections, axis_order="spatial_interleaved")

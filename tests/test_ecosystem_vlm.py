@@ -24,8 +24,8 @@ import posenc.ecosystem  # noqa: F401  (registers the records)
 from posenc.ecosystem import support
 from posenc.ecosystem.findings import VLM_ENCODERS, VLM_FINDINGS
 from posenc.ecosystem.transformers_vlms import CONFIGS, TEXT, TOKENS, VISION
-from posenc.harness.registry import get
-from posenc.harness.states import State
+from posenc.harness.catalogue.registry import get
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import ecosystem_run
 
 pytestmark = pytest.mark.xdist_group("ecosystem")

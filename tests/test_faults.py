@@ -20,7 +20,7 @@ import torch
 
 import posenc
 from posenc.encoders import fused
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]

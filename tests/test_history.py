@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.harness import history
+from posenc.harness.performance import history
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("history")  # the saved runs below are built once, in one worker

@@ -1,4 +1,4 @@
-"""The history check (``posenc.harness.contract.history_problem``): silent on every registered
+"""The history check (``posenc.harness.references.contract.history_problem``): silent on every registered
 encoder, which answers one input the same on every call, and loud on one that does not."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 import posenc
 from posenc import RotaryEmbedding
-from posenc.harness.contract import history_problem
-from posenc.harness.states import State
+from posenc.harness.references.contract import history_problem
+from posenc.harness.catalogue.states import State
 
 
 class Drifting(RotaryEmbedding):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.harness import history
+from posenc.harness.performance import history
 from tests.spec_runs import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ from urllib.parse import unquote
 
 import pytest
 
-from posenc.harness import reports
-from posenc.harness.claims import CLAIMS
-from posenc.harness.html_report import render_html, state_class, state_descriptions, symbol
-from posenc.harness.states import SURPRISES, State
+from posenc.harness.verdicts import reports
+from posenc.harness.catalogue.claims import CLAIMS
+from posenc.harness.verdicts.html_report import render_html, state_class, state_descriptions, symbol
+from posenc.harness.catalogue.states import SURPRISES, State
 from posenc.tools import screenshot
 
 pytestmark = pytest.mark.xdist_group("html_report")  # the module's run happens once, in one worker

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 import posenc
-from posenc.harness.protocols import build_subject
-from posenc.harness.identification import identify
-from posenc.harness.states import State
+from posenc.harness.references.protocols import build_subject
+from posenc.harness.identify.identification import identify
+from posenc.harness.catalogue.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = dict(d_model=64, n_heads=4, max_len=128)  # head_dim 16
@@ -320,7 +320,7 @@ def test_a_cos_sin_pair_that_is_no_rotation_is_an_anomaly_not_xpos():
     found = identify(half_sine, protocol="cos_sin", head_dim=16, apply=posenc.apply_rotary_cos_sin)
     assert found.not_rotation and "no constant or geometric scale" in found.not_rotation, found.report()
     assert "xPos" not in found.report() and "ANOMALY:       not a rotation" in found.report(), found.report()
-    from posenc.harness.identification import identified_record
+    from posenc.harness.identify.identification import identified_record
 
     assert identified_record(found, "r", build=None, protocol="cos_sin", apply=posenc.apply_rotary_cos_sin) \
         .claims["ROPE-3"].status == State.HOLDS  # a defect is not declared away
@@ -407,7 +407,7 @@ def test_identify_on_a_hanging_target_stops_at_the_timeout_with_one_line(tmp_pat
     assert line == ("ERROR: --identify tests/plugins/not_ropes.py:hangs: no answer within --timeout 2 s from the "
                     "target on float64 input of shape (1, 16, 1, 16) at position 1; it hangs, or needs a longer "
                     "--timeout"), line
-    from posenc.harness.identification import ProbeTimeout  # the limit itself: met within about its time
+    from posenc.harness.identify.identification import ProbeTimeout  # the limit itself: met within about its time
 
     hangs = runpy.run_path(str(NOT_ROPES))["hangs"]
     started = time.monotonic()
@@ -453,8 +453,8 @@ def test_identify_gives_the_range_of_a_parameter_the_outputs_cannot_tell_apart()
 ])
 def test_identify_reads_the_axis_sections_of_a_multi_axis_rope(sections, order, schedule, layout):
     from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding
-    from posenc.harness.axes_identification import identify_axes
-    from posenc.harness.reference import reference_rotation
+    from posenc.harness.identify.axes_identification import identify_axes
+    from posenc.harness.references.reference import reference_rotation
 
     module = MultiAxisRotaryEmbedding(16, sections, order=order, schedule=schedule, layout=layout).double()
     found = identify_axes(module, head_dim=16, axes=len(sections))
@@ -468,7 +468,7 @@ def test_identify_reads_the_axis_sections_of_a_multi_axis_rope(sections, order, 
 
 def test_identify_says_when_no_axis_owns_a_pair():
     from posenc.encoders.multiaxis import MixedRotaryEmbedding
-    from posenc.harness.axes_identification import identify_axes
+    from posenc.harness.identify.axes_identification import identify_axes
 
     found = identify_axes(MixedRotaryEmbedding(16).double(), head_dim=16, axes=2)
     assert found.order == "other" and found.geometry_code() is None
@@ -489,7 +489,7 @@ def test_the_identify_command_reads_axis_sections(tmp_path):
 def test_identify_reads_the_sections_of_a_partial_rotary_in_float32():
     """GLM-4V and Qwen3.5 rotate part of each head, and production RoPEs form angles in fp32."""
     from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding
-    from posenc.harness.axes_identification import identify_axes
+    from posenc.harness.identify.axes_identification import identify_axes
 
     glm = MultiAxisRotaryEmbedding(32, (2, 3, 3), layout="interleaved", rotary_dim=16)  # float32
     found = identify_axes(lambda x, p: glm(x.float(), p), head_dim=32, axes=3)
@@ -501,7 +501,7 @@ def test_identify_reads_the_sections_of_a_partial_rotary_in_float32():
 
 def test_identify_reads_ernies_order_and_refuses_sections_an_interleaving_cannot_fit():
     from posenc.encoders.multiaxis import MultiAxisRotaryEmbedding
-    from posenc.harness.axes_identification import identify_axes
+    from posenc.harness.identify.axes_identification import identify_axes
 
     ernie = MultiAxisRotaryEmbedding(16, (2, 3, 3), order="spatial_interleaved", layout="interleaved").double()
     assert identify_axes(ernie, head_dim=16, axes=3).order == "spatial_interleaved"

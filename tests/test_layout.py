@@ -11,12 +11,18 @@
 * **The hook layer is thin:** ``posenc.harness.pytest_plugin`` holds hooks that hand their work on,
   at most :data:`HOOK_LAYER_LINES` lines.
 * **One state vocabulary:** no module spells a cell state as a string; they say
-  ``posenc.harness.states.State``.
+  ``posenc.harness.catalogue.states.State``.
+* **The harness shows its road:** each module of ``posenc.harness`` lives in the stage
+  docs/reference/layout.md gives it (and ``posenc.harness.STAGES``); a stage imports only from
+  stages of its rank or below; no folder of the package holds more than :data:`FOLDER_MODULES`
+  modules; each stage's ``__init__`` says its job in one sentence; the old flat paths still import,
+  with a warning.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +38,9 @@ RANKS = {"posenc.encoders": 0, "posenc.harness": 1, "posenc": 2, "posenc.tools":
 ENCODER_LIBRARIES = {"torch"}
 LARGEST_SHARE = 0.20
 HOOK_LAYER_LINES = 250
-STATES_MODULE = "posenc.harness.states"
+STATES_MODULE = "posenc.harness.catalogue.states"
+FOLDER_MODULES = 12
+LAYOUT = ROOT / "docs" / "reference" / "layout.md"
 
 
 def module_name(path: Path) -> str:
@@ -152,7 +160,7 @@ def test_the_hook_layer_is_thin():
 
 def state_literals(source: str) -> list[tuple[int, str]]:
     """``(line, text)`` of every plain string constant that spells a cell state."""
-    from posenc.harness.states import State
+    from posenc.harness.catalogue.states import State
 
     values = {state.value for state in State}
     tree = ast.parse(source)
@@ -166,14 +174,96 @@ def state_literals(source: str) -> list[tuple[int, str]]:
 def test_no_module_spells_a_cell_state_as_a_string():
     spelled = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for name, path in MODULES.items() if name != STATES_MODULE
                for line, text in state_literals(path.read_text())]
-    assert spelled == [], "say posenc.harness.states.State instead:\n" + "\n".join(spelled)
+    assert spelled == [], "say posenc.harness.catalogue.states.State instead:\n" + "\n".join(spelled)
+
+
+# ---------------------------------------------------------------- the harness's stages
+
+
+def layout_stages() -> dict[str, tuple[int, set[str]]]:
+    """The stage table of docs/reference/layout.md: stage -> (rank, its modules)."""
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \| [^|]+ \| ([^|]+) \|$", LAYOUT.read_text(), flags=re.MULTILINE)
+    return {stage: (int(rank), set(re.findall(r"`(\w+)`", modules))) for stage, rank, modules in rows}
+
+
+def harness_stage(name: str) -> str | None:
+    """The stage of a ``posenc.harness`` module (None for the package and its hooks)."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["posenc", "harness"] else None
+
+
+def test_every_harness_module_lives_in_the_stage_the_layout_gives_it():
+    from posenc.harness import STAGES
+
+    documented = layout_stages()
+    assert documented == {stage: (rank, set(names)) for stage, (rank, names) in STAGES.items()}, \
+        "docs/reference/layout.md's stage table and posenc.harness.STAGES differ"
+    where = {name: stage for stage, (_, names) in documented.items() for name in names}
+    found = {name.rpartition(".")[2]: harness_stage(name) for name in MODULES if harness_stage(name)
+             and not name.endswith(tuple(f".{stage}" for stage in documented))}
+    misplaced = {name: (stage, where.get(name)) for name, stage in found.items() if where.get(name) != stage}
+    assert not misplaced, f"modules outside the stage the layout gives them (found, given): {misplaced}"
+    loose = sorted(n for n in MODULES if n.startswith("posenc.harness.") and n.count(".") == 2
+                   and n.rpartition(".")[2] not in {*documented, "pytest_plugin"})
+    assert not loose, f"modules directly in posenc.harness, in no stage: {loose}"
+
+
+def test_no_arrow_runs_back_up_the_road():
+    from posenc.harness import STAGES
+
+    rank = {stage: r for stage, (r, _) in STAGES.items()}
+    top = max(rank.values()) + 1  # the hooks
+    level = {name: rank.get(harness_stage(name), top) for name in MODULES if name.startswith("posenc.harness")}
+    upward = [f"{a} -> {b}" for a in level for b in GRAPH[a] if b in level and level[b] > level[a]]
+    assert upward == [], "imports from a stage to a higher one:\n" + "\n".join(upward)
+
+
+def test_no_folder_holds_more_than_a_dozen_modules():
+    crowded = {str(folder.relative_to(ROOT)): count for folder in (ROOT / "encodings").rglob("*")
+               if folder.is_dir() and folder.name != "__pycache__"
+               and (count := len([p for p in folder.glob("*.py") if p.name != "__init__.py"])) > FOLDER_MODULES}
+    assert not crowded, f"folders over {FOLDER_MODULES} modules: {crowded}"
+
+
+def test_each_stage_says_its_job_in_one_sentence():
+    from posenc.harness import STAGES
+
+    for stage in STAGES:
+        doc = ast.get_docstring(ast.parse((ROOT / "encodings" / "harness" / stage / "__init__.py").read_text()))
+        assert doc and doc.endswith(".") and doc.count(". ") == 0 and "\n\n" not in doc, (stage, doc)
+
+
+def test_old_paths_import_the_moved_modules_with_a_warning():
+    import subprocess
+
+    from posenc.harness import MOVED
+
+    script = ("import importlib, sys, warnings\n"
+              "warnings.simplefilter('error', DeprecationWarning)\n"
+              "import posenc\n"
+              "for old, stage in %r.items():\n"
+              "    new = importlib.import_module(f'posenc.harness.{stage}.{old}')\n"
+              "    try:\n"
+              "        importlib.import_module(f'posenc.harness.{old}')\n"
+              "    except DeprecationWarning as warned:\n"
+              "        assert f'posenc.harness.{stage}.{old}' in str(warned), warned\n"
+              "    else:\n"
+              "        raise SystemExit(f'no warning for posenc.harness.{old}')\n"
+              "    warnings.simplefilter('ignore', DeprecationWarning)\n"
+              "    assert importlib.import_module(f'posenc.harness.{old}') is new, old\n"
+              "    warnings.simplefilter('error', DeprecationWarning)\n"
+              "print('ok', len(%r))\n") % (MOVED, MOVED)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
 
 
 # ---------------------------------------------------------------- the test can fail
 
 def test_the_checks_catch_a_circle_an_upward_arrow_and_an_encoder_importing_the_harness():
+    assert harness_stage("posenc.harness.cases.judge") == "cases"
+    assert harness_stage("posenc.harness.pytest_plugin") is None
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
-    assert RANKS[room("posenc.harness.registry")] > RANKS[room("posenc.encoders.rotary")]
+    assert RANKS[room("posenc.harness.catalogue.registry")] > RANKS[room("posenc.encoders.rotary")]
     assert RANKS[room("specs.support")] > RANKS[room("posenc")]
 
 
@@ -184,8 +274,8 @@ def test_the_state_check_finds_a_spelled_state_and_passes_the_enumeration():
 
 
 @pytest.mark.parametrize("source, expected", [
-    ("from posenc.harness.records import BuildConfig", {"posenc.harness.records"}),
-    ("from ..harness import registry", {"posenc.harness.registry"}),
+    ("from posenc.harness.catalogue.records import BuildConfig", {"posenc.harness.catalogue.records"}),
+    ("from ..harness.catalogue import registry", {"posenc.harness.catalogue.registry"}),
     ("from . import rotary", {"posenc.encoders.rotary"}),
     ("import pytest", {"pytest"}),
     ("def f():\n    import posenc", {"posenc"}),

@@ -30,7 +30,7 @@ from posenc.experiments import length_extrapolation as experiment
 from posenc.experiments.length_extrapolation import ExperimentConfig, MarkovChain, TinyLM, spread_order, verdicts
 from posenc.experiments.length_extrapolation.verdicts import against_nope, past_training
 from posenc.tools.extrapolation import parse_config
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]

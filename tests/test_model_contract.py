@@ -1,7 +1,7 @@
 """A model plugged in with ``--model`` that breaks the call contract is blocked, not judged: logits of
 the wrong vocabulary or one token short block every relation, and a model answering its logits
 alone (no cache) blocks those that continue a sequence, each with the shape or the answer in the
-message (``posenc.harness.contract.model_problem``); the ``contract`` row fails saying why. The
+message (``posenc.harness.references.contract.model_problem``); the ``contract`` row fails saying why. The
 models are ``tests/model_mutants/faulty_calls.py``, loaded by path as a user's file."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc.harness.models import TupleLM
-from posenc.harness.records import ModelTraits
-from posenc.harness.states import State
+from posenc.harness.whole_models.models import TupleLM
+from posenc.harness.catalogue.records import ModelTraits
+from posenc.harness.catalogue.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTY = ROOT / "tests" / "model_mutants" / "faulty_calls.py"

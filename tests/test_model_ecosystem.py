@@ -26,7 +26,7 @@ import pytest
 
 from posenc.ecosystem import support
 from posenc.ecosystem.findings import MODEL_ENCODERS, MODEL_FINDINGS, MODEL_MEASURED, MODEL_UNDECIDED, kept_matrix
-from posenc.harness.states import SURPRISES, State
+from posenc.harness.catalogue.states import SURPRISES, State
 from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("model_ecosystem")

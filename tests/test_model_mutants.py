@@ -23,9 +23,9 @@ from unittest import mock
 import pytest
 
 import posenc
-from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.declarations import model_claims
-from posenc.harness.states import State
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.catalogue.declarations import model_claims
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import WORKERS
 
 # One subprocess for every model mutant; under -n its tests share one worker.
@@ -217,7 +217,7 @@ def test_every_failure_carries_a_reproducer_that_loads_the_plugin(model_run):
 
 def test_every_model_spec_kills_a_mutant(model_run):
     """Each spec of specs/test_models.py fails on some mutant: none is a check that cannot fail."""
-    from posenc.harness.spec_index import spec_functions
+    from posenc.harness.catalogue.spec_index import spec_functions
 
     specs = sorted({s.name for s in spec_functions() if s.kinds == ("model",) and s.module == "test_models"})
     killers = {o["spec"] for o in model_run.outcomes if State(o["state"]) == KILL}
@@ -230,8 +230,8 @@ def test_a_model_case_runs_on_one_thread_unless_a_count_is_chosen():
     --perf-threads count wins, and the session's count is back after the case."""
     import torch
 
-    from posenc.harness.execution import MODEL_THREADS, model_threads
-    from posenc.harness.parametrization import SpecCase
+    from posenc.harness.cases.execution import MODEL_THREADS, model_threads
+    from posenc.harness.cases.parametrization import SpecCase
 
     session = torch.get_num_threads()
     torch.set_num_threads(2)

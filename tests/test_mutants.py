@@ -25,9 +25,9 @@ from unittest import mock
 import pytest
 
 import posenc
-from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.spec_index import spec_functions
-from posenc.harness.states import State
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.catalogue.spec_index import spec_functions
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import WORKERS
 
 # One subprocess runs the whole spec suite on every mutant; under -n its tests share one worker.
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_PLUGIN = "tests.mutants"  # a package: --plugin takes its module name
 KILL = State.UNEXPECTEDLY_FAILING
 OUT_OF_SCOPE_MARKERS = {"perf", "slow"}  # deselected by default
-#: Decided by measurements (posenc.harness.perf_rules, specs/test_perf.py, specs/test_complexity.py), not by
+#: Decided by measurements (posenc.harness.catalogue.perf_rules, specs/test_perf.py, specs/test_complexity.py), not by
 #: a defect an encoder carries; their specs are left out of the kill requirement.
 PERFORMANCE_CLAIMS = {"PERF-1", "PERF-2", "LIN-1", "ROPE-12"}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc.harness import parallel
-from posenc.harness.states import State
+from posenc.harness.cases import parallel
+from posenc.harness.catalogue.states import State
 
 pytestmark = pytest.mark.xdist_group("parallel")  # its module fixture runs once, in one worker
 ROOT = Path(__file__).resolve().parents[1]

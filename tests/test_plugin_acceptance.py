@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import posenc
-from posenc.harness.claims import CLAIMS
-from posenc.harness.spec_index import spec_functions
-from posenc.harness.states import State
+from posenc.harness.catalogue.claims import CLAIMS
+from posenc.harness.catalogue.spec_index import spec_functions
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("plugin_acceptance")  # its module fixture runs once, in one worker

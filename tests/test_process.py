@@ -1,11 +1,11 @@
-"""The spec run's process settings (``posenc.harness.process``): glibc keeps freed memory for reuse."""
+"""The spec run's process settings (``posenc.harness.cases.process``): glibc keeps freed memory for reuse."""
 
 import platform
 import sys
 
 import pytest
 
-from posenc.harness import process
+from posenc.harness.cases import process
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from posenc.harness import reports
-from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.states import State
+from posenc.harness.verdicts import reports
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.catalogue.states import State
 from tests.test_faults import QUICK, plugin, report, run_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_a_report_writer_that_fails_leaves_the_journal_to_recover(tmp_path, faul
     raised, said = WRITER_FAULTS[fault]
     failing = tmp_path / "failing_writer.py"
     failing.write_text(textwrap.dedent(f'''
-        import posenc.harness.reports as reports
+        import posenc.harness.verdicts.reports as reports
 
         def failing(*args, **kwargs):
             {raised}
@@ -285,7 +285,7 @@ BEGIN = json.dumps({"begin": {"run_id": "20261203-000000-999999", "started": "20
 
 
 def test_a_journal_cut_mid_line_is_recovered_once_and_says_the_line_is_cut(tmp_path):
-    from posenc.harness import journal
+    from posenc.harness.verdicts import journal
 
     start = json.dumps({"start": "specs/test_contract.py::t[x]", "claim": "contract", "encoder": "x"})
     run_dir = _dead_journal(tmp_path, [BEGIN, start, '{"outcome": {"claim": "contract", "enc'])
@@ -297,7 +297,7 @@ def test_a_journal_cut_mid_line_is_recovered_once_and_says_the_line_is_cut(tmp_p
 
 
 def test_a_journal_from_another_version_is_one_line_never_a_traceback(tmp_path):
-    from posenc.harness import journal
+    from posenc.harness.verdicts import journal
 
     outcome = {"claim": "contract", "encoder": "x", "spec": "t", "test_id": "t", "state": State.HOLDS.value, "duration": 1.5}
     _dead_journal(tmp_path / "newer", [BEGIN, json.dumps({"outcome": outcome})])
@@ -312,7 +312,7 @@ def test_a_live_runs_journal_and_marker_are_left_alone_whatever_its_pid(tmp_path
     """Liveness is the run's lock on its files, not its pid (another pid namespace, a reused pid)."""
     import fcntl
 
-    from posenc.harness import journal
+    from posenc.harness.verdicts import journal
 
     run_dir = _dead_journal(tmp_path, [BEGIN])
     with open(run_dir / "journal.jsonl", "a") as held:

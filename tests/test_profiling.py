@@ -1,4 +1,4 @@
-"""The measuring instruments of the perf specs (``posenc.harness.profiling``, ``posenc.encoders.fused``), on CPU.
+"""The measuring instruments of the perf specs (``posenc.harness.performance.profiling``, ``posenc.encoders.fused``), on CPU.
 
 Exact, deterministic checks: peak memory of known allocation patterns, static bytes of a module
 with a parameter, a buffer and a cache, minimum bytes of a workload, operator and kernel counts,
@@ -19,8 +19,8 @@ from torch import nn
 
 from posenc import get
 from posenc.encoders import fused
-from posenc.harness import machine, profiling
-from posenc.harness.reference import reference_frequencies, roformer_bound
+from posenc.harness.performance import machine, profiling
+from posenc.harness.references.reference import reference_frequencies, roformer_bound
 
 F32 = 4
 
@@ -235,7 +235,7 @@ def test_a_planted_allocation_is_named_as_the_source_of_the_peak():
 
 
 def test_the_summary_table_names_the_peaks_source():
-    from posenc.harness.perf_report import summary_lines
+    from posenc.harness.performance.perf_report import summary_lines
 
     row = {"group": "g", "encoder": "planted_scratch", "seconds": 1e-3, "peak_bytes": 33 * 2**20,
            "peak_op": "empty 32.00 MiB", "static_bytes": 0, "min_bytes": 10**6, "bandwidth_GBps": 1.0,
@@ -261,7 +261,7 @@ def _synthetic_trace():
 
 
 def test_the_timeline_counts_memory_above_the_steps_start_and_keeps_frees_after_the_last_op(tmp_path):
-    from posenc.harness import plots
+    from posenc.harness.performance import plots
 
     trace = _synthetic_trace()
     events = plots._step_events(trace)

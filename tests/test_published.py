@@ -16,10 +16,10 @@ import torch
 
 import posenc
 from posenc.encoders.published import doc000, doc004
-from posenc.harness.claims import CLAIMS, CONTRACT, DESIGNS, SUBJECTS, is_subject
-from posenc.harness.matrix import declared_matrix, render_markdown, roles
-from posenc.harness.published_records import PUBLISHED_RECORDS
-from posenc.harness.states import State
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT, DESIGNS, SUBJECTS, is_subject
+from posenc.harness.verdicts.matrix import declared_matrix, render_markdown, roles
+from posenc.harness.catalogue.published_records import PUBLISHED_RECORDS
+from posenc.harness.catalogue.states import State
 
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = ("000 §2.1", "000 §2.2", "000 §3.2", "000 §3.3", "000 §5.1", "000 §5.2", "000 §5.3",
@@ -70,7 +70,7 @@ def test_the_published_multihead_step_runs_only_where_seq_len_equals_num_heads()
 
 def test_004_apply_rope_turns_float16_into_float32_as_its_contract_cell_says():
     """§3.2's sin/cos are float32, so type promotion casts a float16 input up (no half dtype is declared)."""
-    from posenc.harness.registry import get
+    from posenc.harness.catalogue.registry import get
     x = torch.randn(1, 5, 4, 16).half()
     assert doc004.MultiHeadRoPE(64, 4)(x).dtype == torch.float32
     assert doc004.RoPE004()(x).dtype == torch.float32

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 pytestmark = pytest.mark.xdist_group("real_world_plugins")  # module fixtures run once, in one worker
 ROOT = Path(__file__).resolve().parents[1]

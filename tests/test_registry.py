@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import posenc
-from posenc.harness.records import SPEC_CONFIG
-from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.spec_index import spec_functions
-from posenc.harness.states import State
+from posenc.harness.catalogue.records import SPEC_CONFIG
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.catalogue.spec_index import spec_functions
+from posenc.harness.catalogue.states import State
 
 SPECS = spec_functions()
 BUILTINS = [r for r in posenc.records() if r.origin == "built-in"]
@@ -131,7 +131,7 @@ def test_a_plugin_file_with_an_unknown_spec_name_is_refused_with_its_line(tmp_pa
                       "    name='typo_plugin', build=lambda c: posenc.RotaryEmbedding(c.head_dim), kind='rotary',\n"
                       "    source='test', geometry=posenc.RotaryGeometry(),\n"
                       "    claims=posenc.rotary_claims({'ROPE-4': posenc.refuted('x', specs=('test_no_such_spec',))})))\n")
-    with pytest.raises(posenc.harness.registry.PluginError, match=r"typo.py:3: ValueError: .*test_no_such_spec"):
+    with pytest.raises(posenc.harness.catalogue.registry.PluginError, match=r"typo.py:3: ValueError: .*test_no_such_spec"):
         posenc.load_plugin(plugin)
 
 

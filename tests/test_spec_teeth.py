@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 

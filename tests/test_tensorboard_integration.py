@@ -27,8 +27,8 @@ pytest.importorskip("tensorboard")
 pytest.importorskip("torch_tb_profiler")
 
 from posenc import get  # noqa: E402
-from posenc.harness import profiling  # noqa: E402
-from posenc.harness.summaries import write_summaries  # noqa: E402
+from posenc.harness.performance import profiling  # noqa: E402
+from posenc.harness.performance.summaries import write_summaries  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("tensorboard")  # its module fixture runs once, in one worker
 

@@ -1,9 +1,9 @@
-"""The specs' inputs (``posenc.harness.tensors.randn``): kept draws come back as new tensors,
+"""The specs' inputs (``posenc.harness.references.tensors.randn``): kept draws come back as new tensors,
 equal to a fresh draw, whatever the caller did with the last one."""
 
 import torch
 
-from posenc.harness import tensors
+from posenc.harness.references import tensors
 
 
 def _fresh(shape, seed, dtype):

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from posenc.harness.builtin_records import BUILTIN_RECORDS
-from posenc.harness.published_records import PUBLISHED_RECORDS
-from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.states import SYMBOLS, State
-from posenc.harness.terminal import fit_name, name_width, render_grid
-from posenc.harness.width import wrap_command
+from posenc.harness.catalogue.builtin_records import BUILTIN_RECORDS
+from posenc.harness.catalogue.published_records import PUBLISHED_RECORDS
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.catalogue.states import SYMBOLS, State
+from posenc.harness.run.terminal import fit_name, name_width, render_grid
+from posenc.harness.verdicts.width import wrap_command
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTHS = (80, 160)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.harness.states import State
+from posenc.harness.catalogue.states import State
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "my_model.py"

@@ -18,8 +18,8 @@ import pytest
 
 import posenc
 from posenc.ecosystem import support
-from posenc.harness.claims import VLM_CLAIMS
-from posenc.harness.states import State
+from posenc.harness.catalogue.claims import VLM_CLAIMS
+from posenc.harness.catalogue.states import State
 from tests.spec_runs import WORKERS
 
 pytestmark = pytest.mark.xdist_group("vlm_mutants")
@@ -82,7 +82,7 @@ def test_mutant_fails_exactly_its_declared_relations(vlm_mutant_run, name):
 
 def test_every_vlm_spec_kills_a_mutant(vlm_mutant_run):
     """Each spec of specs/test_vision_language.py fails on some mutant: none is a check that cannot fail."""
-    from posenc.harness.spec_index import spec_functions
+    from posenc.harness.catalogue.spec_index import spec_functions
 
     specs = {s.name for s in spec_functions() if s.module == "test_vision_language"}
     killers = {o["spec"] for o in vlm_mutant_run["outcomes"] if State(o["state"]) == State.UNEXPECTEDLY_FAILING}

@@ -110,7 +110,7 @@ def table_markdown(path=MEASURED) -> str:
     import json
     from pathlib import Path
 
-    from posenc.harness.states import SURPRISES, State
+    from posenc.harness.catalogue.states import SURPRISES, State
 
     kept = json.loads(Path(path).read_text())
     matrix = kept["matrix"]
@@ -131,7 +131,7 @@ def model_table_markdown(path=MODEL_MEASURED) -> str:
     import json
     from pathlib import Path
 
-    from posenc.harness.states import SURPRISES, State
+    from posenc.harness.catalogue.states import SURPRISES, State
 
     kept = json.loads(Path(path).read_text())
     matrix = {claim: row for claim, row in kept["matrix"].items() if claim.startswith("MODEL-") or claim == "contract"}

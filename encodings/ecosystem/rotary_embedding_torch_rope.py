@@ -75,7 +75,7 @@ class XPosPair(nn.Module):
         self.rope = rope
 
     def forward(self, q, k, q_positions, k_positions):
-        from posenc.harness.contract import Excluded
+        from posenc.harness.references.contract import Excluded
 
         n_q, n_k = q.shape[1], k.shape[1]
         keys = torch.arange(n_k, device=k_positions.device).expand_as(k_positions)

@@ -23,10 +23,10 @@ from __future__ import annotations
 import dataclasses
 
 import posenc
-from posenc.harness.declarations import model_claims_for
-from posenc.harness.model_plan import designs_reached
-from posenc.harness.models import rescaling_threshold, rope_parameters, rope_type_of
-from posenc.harness.records import ModelTraits
+from posenc.harness.catalogue.declarations import model_claims_for
+from posenc.harness.whole_models.model_plan import designs_reached
+from posenc.harness.whole_models.models import rescaling_threshold, rope_parameters, rope_type_of
+from posenc.harness.catalogue.records import ModelTraits
 
 from .support import ORIGIN, available, missing, version
 
@@ -226,7 +226,7 @@ def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
         import transformers
         from transformers import AutoModelForCausalLM
 
-        from posenc.harness.models import HFCausalLM
+        from posenc.harness.whole_models.models import HFCausalLM
 
         transformers.logging.set_verbosity_error()
         model_config = getattr(transformers, config_class)(**arguments)

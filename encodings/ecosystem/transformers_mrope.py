@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 import posenc
-from posenc.harness.multiaxis_records import multiaxis_record
+from posenc.harness.catalogue.multiaxis_records import multiaxis_record
 
 from .support import ORIGIN, available, missing, validates_no_input, version
 

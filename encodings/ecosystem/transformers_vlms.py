@@ -17,9 +17,9 @@ The model relations (MODEL-*) are judged on each family's text model as a causal
 from __future__ import annotations
 
 import posenc
-from posenc.harness.claims import MODEL_CLAIMS
-from posenc.harness.declarations import model_claims_for
-from posenc.harness.records import ModelTraits, not_applicable
+from posenc.harness.catalogue.claims import MODEL_CLAIMS
+from posenc.harness.catalogue.declarations import model_claims_for
+from posenc.harness.catalogue.records import ModelTraits, not_applicable
 
 from .support import ORIGIN, available, missing, version
 
@@ -52,7 +52,7 @@ def _build(config_class: str, text: dict, vision: dict, traits: ModelTraits):
         import transformers
         from transformers import AutoModelForImageTextToText
 
-        from posenc.harness.vision_models import HFVisionLanguageLM
+        from posenc.harness.whole_models.vision_models import HFVisionLanguageLM
 
         transformers.logging.set_verbosity_error()
         model_config = getattr(transformers, config_class)(

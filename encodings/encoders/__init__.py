@@ -2,7 +2,7 @@
 
 Nothing here knows the harness. A module imports torch, the standard library and its
 siblings; ``tests/test_layout.py`` keeps it so. Records that describe these encoders to the
-harness live in :mod:`posenc.harness.builtin_records`.
+harness live in :mod:`posenc.harness.catalogue.builtin_records`.
 
 * :mod:`.absolute` - learnable table and sinusoidal encoding (000 §2);
 * :mod:`.rotary` - RoPE: real rotation in three layouts, complex form, per-head wrapper (000 §3, 004 §3, §7);

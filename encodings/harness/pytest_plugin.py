@@ -2,34 +2,35 @@
 
 Enabled by the repository's ``conftest.py``. The road from a record to a cell:
 
-1. :mod:`.options` reads and checks every option and ``POSENC_*`` variable (``pytest --help``
-   lists them); :mod:`.selection` loads plug-ins, ``--identify`` and ``--model``, picks encoders;
-2. :mod:`.parametrization` makes one case per (spec, encoder, dtype) the claim applies to;
-3. :mod:`.execution` runs a case under its timeout, blocked where the encoder cannot be judged,
-   with torch's global state restored (:mod:`.running` tells the assertion helpers which spec);
-4. :mod:`.judge` turns what the case raised into a :class:`~.states.State`, against the
+1. :mod:`.run.options` reads and checks every option and ``POSENC_*`` variable (``pytest --help``
+   lists them); :mod:`.run.selection` loads plug-ins, ``--identify`` and ``--model``, picks encoders;
+2. :mod:`.cases.parametrization` makes one case per (spec, encoder, dtype) the claim applies to;
+3. :mod:`.cases.execution` runs a case under its timeout, blocked where the encoder cannot be judged,
+   with torch's global state restored (:mod:`.cases.running` tells the assertion helpers which spec);
+4. :mod:`.cases.judge` turns what the case raised into a :class:`~.catalogue.states.State`, against the
    record's declaration, with message and reproducers;
-5. :class:`.matrix.Matrix` aggregates the outcomes into cells, once; :mod:`.reports` writes
-   ``verdicts.json``, ``.md`` and ``.html``; :mod:`.terminal` and :mod:`.perf_report` print them.
+5. :class:`.verdicts.matrix.Matrix` aggregates the outcomes into cells, once; :mod:`.verdicts.reports` writes
+   ``verdicts.json``, ``.md`` and ``.html``; :mod:`.run.terminal` and :mod:`.performance.perf_report` print them.
 
 Hypothesis profiles: ``conftest.py``, chosen by ``--hypothesis-profile`` or ``POSENC_HYPOTHESIS_PROFILE``.
-Benchmarks take ``perf_record`` (no models) and ``perf_device`` (:mod:`.benchmark_gates` compares runs).
+Benchmarks take ``perf_record`` (no models) and ``perf_device`` (:mod:`.run.benchmark_gates` compares runs).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from . import benchmark_gates, execution, finishing, judge, journal, options, parallel, perf_report, process
-from . import reports, terminal
-from . import session as run
-from .collector import OUTCOME, OutcomeCollector
-from .matrix import Matrix
-from .parametrization import case_of, claim_of, spec_params
-from .running import RunningSpec, running
-from .selection import SelectionError, probe_timeout, select
-from .states import State
-from .width import terminal_width, wrap_all
+from .cases import execution, judge, parallel, process
+from .cases.collector import OUTCOME, OutcomeCollector
+from .cases.parametrization import case_of, claim_of, spec_params
+from .cases.running import RunningSpec, running
+from .catalogue.states import State
+from .performance import perf_report
+from .run import benchmark_gates, finishing, options, session as run, terminal
+from .run.selection import SelectionError, probe_timeout, select
+from .verdicts import journal, reports
+from .verdicts.matrix import Matrix
+from .verdicts.width import terminal_width, wrap_all
 
 _STATE = pytest.StashKey[run.HarnessState]()
 _CASE = pytest.StashKey[object]()  # the item's SpecCase, or None

@@ -3,10 +3,10 @@
 Reads pytest-benchmark's histories (``pytest specs -m perf --benchmark-autosave``) and prints,
 per benchmark, before → after and the change of median time, peak and static memory, ×copy and
 kernel count. ``--fail GATE`` exits 1 with one line per regression (default gate:
-``posenc.harness.history.DEFAULT_GATE``); ``--trend DIR`` writes every saved run as TensorBoard
+``posenc.harness.performance.history.DEFAULT_GATE``); ``--trend DIR`` writes every saved run as TensorBoard
 scalars with the run number as step. A run file that cannot be compared (not JSON, not a
 pytest-benchmark save, or holding no benchmarks) is refused with one line naming it and its own
-exit code: ``posenc.harness.history.EXIT_CODES`` lists them all.
+exit code: ``posenc.harness.performance.history.EXIT_CODES`` lists them all.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from posenc.harness import history
-from posenc.harness.history import BAD_RUN_FILE, EXIT_CODES, OK, REGRESSED, USAGE
+from posenc.harness.performance import history
+from posenc.harness.performance.history import BAD_RUN_FILE, EXIT_CODES, OK, REGRESSED, USAGE
 from posenc.tools import cli
 
 

@@ -19,11 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from posenc.harness.builtin_records import BUILTIN_RECORDS
-from posenc.harness.claims import CLAIMS, CONTRACT
-from posenc.harness.matrix import declared_matrix, render_markdown, roles
-from posenc.harness.spec_index import spec_functions
-from posenc.harness.states import State
+from posenc.harness.catalogue.builtin_records import BUILTIN_RECORDS
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.verdicts.matrix import declared_matrix, render_markdown, roles
+from posenc.harness.catalogue.spec_index import spec_functions
+from posenc.harness.catalogue.states import State
 from posenc.tools import cli
 from posenc.tools.perf_figures import documents_table_markdown, perf_table_markdown, write_measurements
 from posenc.tools import model_benchmark, precision, reference, suite_benchmark
@@ -31,8 +31,8 @@ from posenc.tools import model_benchmark, precision, reference, suite_benchmark
 
 def matrix_markdown() -> str:
     """The documents' declared matrix: the multi-axis encoders and claims have a page of their own."""
-    from posenc.harness.claims import MULTIAXIS_CLAIMS
-    from posenc.harness.published_records import PUBLISHED_RECORDS
+    from posenc.harness.catalogue.claims import MULTIAXIS_CLAIMS
+    from posenc.harness.catalogue.published_records import PUBLISHED_RECORDS
 
     records = [r for r in (*BUILTIN_RECORDS, *PUBLISHED_RECORDS) if r.group != "multiaxis"]
     documents = {claim: row for claim, row in declared_matrix(records).items() if claim not in MULTIAXIS_CLAIMS}
@@ -73,10 +73,10 @@ def _cell(record, claim) -> str:
 def findings_markdown() -> str:
     """The documents' verdicts: each claim's cells on the ``published_*`` encoders it is about, then
     what the corrected design (the record each one ``corrects``) changes."""
-    from posenc.harness.claims import NOT_DECIDABLE, SUBJECTS
-    from posenc.harness.declarations import EXPERIMENT_CELLS
-    from posenc.harness.published_records import PUBLISHED_RECORDS
-    from posenc.harness.registry import get
+    from posenc.harness.catalogue.claims import NOT_DECIDABLE, SUBJECTS
+    from posenc.harness.catalogue.declarations import EXPERIMENT_CELLS
+    from posenc.harness.catalogue.published_records import PUBLISHED_RECORDS
+    from posenc.harness.catalogue.registry import get
 
     lines = ["| claim | published code | verdict on the published code | the corrected design |", "|---|---|---|---|"]
     for claim in CLAIMS:

@@ -1,6 +1,6 @@
 """``python -m posenc identify FILE.py:NAME``: what a RoPE computes, read off its outputs.
 
-Prints :func:`posenc.harness.identification.identify`'s report and the record to register.
+Prints :func:`posenc.harness.identify.identification.identify`'s report and the record to register.
 NAME is a module class (built with ``--head-dim``) or instance, or a bare function
 ``f(x, positions)`` (``--protocol single``), ``f(q, k, q_positions, k_positions)`` (``pair``) or
 ``cos, sin = f(x, position_ids)`` with ``--apply NAME`` (``cos_sin``).
@@ -13,13 +13,13 @@ import inspect
 import sys
 from pathlib import Path
 
-from ..harness.axes_identification import identify_axes
-from ..harness.declarations import rotary_claims
-from ..harness.identification import (NotIdentified, ProbeTimeout, expectation_mismatches, expected_identification,
+from ..harness.identify.axes_identification import identify_axes
+from ..harness.catalogue.declarations import rotary_claims
+from ..harness.identify.identification import (NotIdentified, ProbeTimeout, expectation_mismatches, expected_identification,
                                       identified_record, identify, parse_expected)
-from ..harness.records import not_applicable, refuted
-from ..harness.width import terminal_width, wrap_all
-from ..harness.states import State
+from ..harness.catalogue.records import not_applicable, refuted
+from ..harness.verdicts.width import terminal_width, wrap_all
+from ..harness.catalogue.states import State
 from . import cli
 
 # ---------------------------------------------------------------- command line
@@ -50,7 +50,7 @@ def record_code(found, args, apply=None) -> str:
     return (f"# save as a plug-in file and run: pytest specs --plugin FILE --encoders {name}\n"
             "import torch\nfrom functools import partial\n\nimport posenc\n"
             "from posenc.encoders.scaling import frequencies as schedules\n"
-            "from posenc.harness.identification import PositionsOnly\n\n"
+            "from posenc.harness.identify.identification import PositionsOnly\n\n"
             f"target = __import__('runpy').run_path({path!r})[{name!r}]"
             + (f"({found.head_dim})" if args.class_target else "") + "\n"
             + (f"apply = __import__('runpy').run_path({path!r})[{args.apply!r}]\n" if args.apply else "")

@@ -76,7 +76,7 @@ def measure(repeat: int) -> dict:
         model = _encoder_of(name, base["encoders"])
         if model:
             per_model[model] = per_model.get(model, 0.0) + seconds
-    from posenc.harness import machine
+    from posenc.harness.performance import machine
 
     return {"machine": machine.device_name("cpu"), "torch": __import__("torch").__version__,
             "transformers": __import__("transformers").__version__, "date": time.strftime("%Y-%m-%d"),

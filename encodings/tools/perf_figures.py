@@ -66,7 +66,7 @@ def write_measurements(benchmark_json: Path, path: Path = MEASUREMENTS) -> Path:
 def documents_table_markdown(path: Path = MEASUREMENTS) -> str:
     """PERF-1 and PERF-2 side by side: the documents' V100 figures and this project's measurement of
     the documents' own code (forward, batch 1, from the same committed measurement file)."""
-    from posenc.harness.perf_rules import DOCUMENT_TABLE
+    from posenc.harness.catalogue.perf_rules import DOCUMENT_TABLE
 
     if not Path(path).exists():
         return f"(no measurements: run `python -m posenc docs --perf-json BENCH.json`, see {path})\n"

@@ -14,7 +14,7 @@ import sys
 import torch
 
 from posenc.encoders import RotaryEmbedding
-from posenc.harness.reference import DELTAS, FAR_POSITIONS, reference_frequencies
+from posenc.harness.references.reference import DELTAS, FAR_POSITIONS, reference_frequencies
 from posenc.tools import cli
 
 HEAD_DIM = 64

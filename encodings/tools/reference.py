@@ -1,8 +1,8 @@
 """The reference pages' generated sections, read from the code itself.
 
-Options and ``POSENC_*`` variables from :func:`posenc.harness.options.addoptions`; cell states
-from :mod:`posenc.harness.states`; record fields from the dataclasses of
-:mod:`posenc.harness.records` (each field's trailing comment is its description); the claim
+Options and ``POSENC_*`` variables from :func:`posenc.harness.run.options.addoptions`; cell states
+from :mod:`posenc.harness.catalogue.states`; record fields from the dataclasses of
+:mod:`posenc.harness.catalogue.records` (each field's trailing comment is its description); the claim
 catalogue from ``specs/claims.md``; the counts README leads with from the registry, the spec
 index and the mutant declarations.
 """
@@ -14,9 +14,11 @@ import re
 import textwrap
 from pathlib import Path
 
-from posenc.harness import options, records, states
-from posenc.harness.claims import CLAIMS
-from posenc.harness.spec_index import spec_functions
+from posenc.harness.run import options
+
+from posenc.harness.catalogue import records, states
+from posenc.harness.catalogue.claims import CLAIMS
+from posenc.harness.catalogue.spec_index import spec_functions
 
 CATALOGUE = Path("specs/claims.md")
 MUTANTS = Path("tests/mutants")
@@ -95,9 +97,9 @@ def records_markdown() -> str:
 
 
 def revisions_markdown() -> str:
-    """Each claim's revisions (``posenc.harness.claims.REVISIONS``): what its specs stopped deciding,
+    """Each claim's revisions (``posenc.harness.catalogue.claims.REVISIONS``): what its specs stopped deciding,
     when, and which claim decides it now."""
-    from posenc.harness.claims import REVISIONS
+    from posenc.harness.catalogue.claims import REVISIONS
 
     lines = [*textwrap.wrap("A declaration written for a claim's old meaning reads `unexpectedly holds` after a "
                             "revision; its message names the revision and the claim to declare instead.", 100), "",
@@ -116,8 +118,8 @@ def claims_markdown() -> str:
 
 
 def counts_markdown() -> str:
-    from posenc.harness.builtin_records import BUILTIN_RECORDS
-    from posenc.harness.published_records import PUBLISHED_RECORDS
+    from posenc.harness.catalogue.builtin_records import BUILTIN_RECORDS
+    from posenc.harness.catalogue.published_records import PUBLISHED_RECORDS
 
     specs = {(s.module, s.name) for s in spec_functions()}
     mutants = sum(len(re.findall(r"^@mutant\(", path.read_text(), re.MULTILINE)) for path in MUTANTS.glob("*.py"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from posenc.harness.journal import recover_unfinished
+from posenc.harness.verdicts.journal import recover_unfinished
 from posenc.tools import cli
 
 

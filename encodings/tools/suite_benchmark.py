@@ -73,7 +73,7 @@ def measure(repeat: int, added: str) -> dict:
         if encoder:
             per_encoder[encoder] = per_encoder.get(encoder, 0.0) + seconds
     count_added = len(runs["added"][0]["encoders"]) - len(base["encoders"])
-    from posenc.harness import machine
+    from posenc.harness.performance import machine
 
     return {
         "machine": machine.device_name("cpu"), "torch": __import__("torch").__version__,

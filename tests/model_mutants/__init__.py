@@ -42,9 +42,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import posenc
-from posenc.harness.declarations import model_claims
-from posenc.harness.models import TupleLM
-from posenc.harness.records import ModelTraits
+from posenc.harness.catalogue.declarations import model_claims
+from posenc.harness.whole_models.models import TupleLM
+from posenc.harness.catalogue.records import ModelTraits
 
 VOCAB, WIDTH, LAYERS, HEADS, HEAD_DIM, FFN = 128, 64, 2, 4, 16, 128
 BASE, MAX_POSITION, INIT, EPS, WINDOW = 10000.0, 32, 0.2, 1e-6, 8

@@ -10,7 +10,7 @@ PERF-1 and ROPE-12 must then read ``undecided``, never ``holds`` or ``refuted``.
 import random
 import time
 
-from posenc.harness import profiling
+from posenc.harness.performance import profiling
 
 _load = random.Random(0)
 

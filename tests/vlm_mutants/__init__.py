@@ -21,9 +21,9 @@ import dataclasses
 import torch
 
 import posenc
-from posenc.harness.claims import MODEL_CLAIMS
-from posenc.harness.declarations import model_claims_for
-from posenc.harness.records import ModelTraits, not_applicable
+from posenc.harness.catalogue.claims import MODEL_CLAIMS
+from posenc.harness.catalogue.declarations import model_claims_for
+from posenc.harness.catalogue.records import ModelTraits, not_applicable
 
 TRAITS = ModelTraits(max_position=4096, vocab_size=128, vision=True, video_time="seconds", packing="none",
                      library="transformers Qwen2.5-VL with fixed M-RoPE ids (tests/vlm_mutants)")
@@ -121,7 +121,7 @@ def _build(inner: str | None = None, outer: str | None = None, rotary: str | Non
         import transformers
         from transformers import AutoModelForImageTextToText
 
-        from posenc.harness.vision_models import HFVisionLanguageLM
+        from posenc.harness.whole_models.vision_models import HFVisionLanguageLM
 
         transformers.logging.set_verbosity_error()
         fixed_model, fixed_lm = _classes()

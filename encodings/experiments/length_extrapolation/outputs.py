@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from ...harness.plots import PALETTE
-from ...harness.reports import atomic_write
+from ...harness.performance.plots import PALETTE
+from ...harness.verdicts.reports import atomic_write
 from .config import ROPE_VARIANTS
 from .verdicts import against_nope, past_training, seed_entries, verdicts
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...harness.machine import machine_info
+from ...harness.performance.machine import machine_info
 from .config import ExperimentConfig, FIRST_SCORED_TARGET, ROPE_VARIANTS
 from .data import MarkovChain
 from .model import rope_variant, TinyLM

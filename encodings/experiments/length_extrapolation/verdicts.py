@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ...harness.states import State
+from ...harness.catalogue.states import State
 
 
 #: ROPE-10b's bar: "keeps its loss" means R(k) = loss(kL)/loss(L) ≤ 1.10 (the harness's choice).

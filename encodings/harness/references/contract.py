@@ -1,0 +1,200 @@
+"""Cells that cannot be judged: an encoder that breaks the calling contract, or that hung, or
+whose output depends on its calls before, or a measurement too noisy to decide.
+
+Before a spec of any catalogue claim runs, the encoder is called once at the specs'
+configuration (cached per encoder, dtype and device). If its output is not a tensor of the
+input's shape, every spec would fail on shapes, not on the claim: the cell is
+*blocked by the contract*, and the ``contract`` row says why. So is an answer with NaN or inf
+to finite input: garbage is evidence for no claim (and two NaNs are not two different answers).
+After a spec times out, the encoder's remaining specs are blocked too, so the run moves on. A
+performance spec whose confidence interval contains its bar raises :class:`Undecided` instead of
+a verdict.
+
+The history check (:func:`history_problem`) calls a fresh encoder three times on one input, in
+its most precise dtype: an encoder that is a function of its inputs answers the same each time. One that does not fails
+ROPE-9 (its own spec makes the same call), once; a violation any other spec of it finds may come
+from the calls that spec repeats, so it reads ``depends on ROPE-9`` (:class:`DependsOnHistory`),
+never as a failure of a claim that may hold on a fresh module. Only finite answers that differ
+count: entries non-finite in every call are the contract's to report.
+
+A whole model (``kind="model"``) has a contract of its own (:func:`model_problem`, probed once per
+model and device): a call on two rows of tokens answers logits of shape (rows, tokens, vocabulary)
+and a cache with which one token more answers (rows, 1, vocabulary). Logits of another shape block
+every relation of the model; no cache (a bare tensor, or None) blocks those that continue a
+sequence (:data:`CACHED_RELATIONS`). The model's ``contract`` row says why.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ..catalogue.claims import HISTORY_CLAIM
+from .protocols import build_subject
+from ..catalogue.records import SPEC_CONFIG, BuildConfig, EncoderRecord
+from ..catalogue.states import State
+from .tensors import randn
+
+
+class Blocked(pytest.skip.Exception):
+    """A spec not run because its encoder cannot be judged (a skip, reported as ``blocked``)."""
+
+
+class SpecTimeout(BaseException):
+    """A spec ran past its timeout. A ``BaseException``, so that no test framework inside the
+    spec (Hypothesis retries and shrinks on ordinary failures) can catch it and run on."""
+
+
+class Excluded(pytest.skip.Exception):
+    """A spec that needs a configuration the record says its encoder does not support (a head_dim,
+    say): a skip with the reason, counted as run, never a crash."""
+
+
+class Undecided(pytest.skip.Exception):
+    """A measured claim whose confidence interval straddles its bar (a skip, reported as
+    ``undecided``): noise never turns a run red, in either direction."""
+
+
+class DependsOnHistory(pytest.skip.Exception):
+    """A violation found on an encoder whose output depends on its earlier calls (ROPE-9 fails):
+    not judged, since the spec's repeated calls alone may explain it (``depends on ROPE-9``)."""
+
+
+_PROBES: dict[tuple[str, str, str], str | None] = {}
+_HISTORIES: dict[tuple[str, str], str | None] = {}
+#: Calls of one input the history check makes on a fresh encoder.
+HISTORY_CALLS = 3
+
+
+def contract_problem(record: EncoderRecord, dtype: torch.dtype | None, device: str) -> str | None:
+    """Why ``record`` breaks the shape contract at the specs' configuration, or None."""
+    dtype = dtype or torch.float32
+    key = (record.name, str(dtype), device)
+    if key not in _PROBES:
+        _PROBES[key] = _probe(record, dtype, device)
+    return _PROBES[key]
+
+
+def _fresh_subject_and_input(record: EncoderRecord, dtype: torch.dtype, device: str):
+    """A fresh module at the specs' configuration and one input for it (batch 2, 5 positions)."""
+    module = build_subject(record, **{**SPEC_CONFIG.__dict__, "dtype": dtype, "device": device})
+    return module, randn(record.input_shape(2, 5, SPEC_CONFIG), seed=0, dtype=dtype, device=device)
+
+
+def _probe(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | None:
+    try:
+        module, x = _fresh_subject_and_input(record, dtype, device)
+        with torch.no_grad():
+            y = module(x)
+    except Exception:  # noqa: BLE001 - a crash is the specs' to report, cell by cell
+        return None
+    if not isinstance(y, torch.Tensor):
+        return f"{record.name} returns {type(y).__name__}, not a tensor"
+    if tuple(y.shape) != tuple(x.shape):
+        return f"{record.name} maps shape {tuple(x.shape)} to {tuple(y.shape)}; the output must keep the input's shape"
+    return non_finite_problem(record.name, y)
+
+
+def non_finite_problem(name: str, y: torch.Tensor) -> str | None:
+    """Why ``y``, an answer to finite input, is not evidence for any claim: its non-finite entries."""
+    finite = torch.isfinite(y) if y.is_floating_point() or y.is_complex() else torch.ones_like(y, dtype=torch.bool)
+    bad = int((~finite).sum())
+    if not bad:
+        return None
+    nan = int(torch.isnan(y).sum())
+    return (f"{name} answers finite input with non-finite values ({bad} of {y.numel()} entries: {nan} NaN, "
+            f"{bad - nan} inf); the contract's finiteness fails first, and no other claim is judged on them")
+
+
+def history_problem(record: EncoderRecord, device: str) -> str | None:
+    """How a fresh ``record`` answers one input differently on repeated calls, or None (also for an
+    encoder that ROPE-9 is not about, or that cannot be called: the specs report those). Checked
+    once per encoder, in its most precise dtype, where the tolerance is finest."""
+    key = (record.name, device)
+    if key not in _HISTORIES:
+        dtype = next((d for d in (torch.float64, torch.float32) if d in record.limits.dtypes), record.limits.dtypes[0])
+        _HISTORIES[key] = _history(record, dtype, device) if record.declared(HISTORY_CLAIM).status != State.NA else None
+    return _HISTORIES[key]
+
+
+def _history(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | None:
+    try:
+        module, x = _fresh_subject_and_input(record, dtype, device)
+        with torch.no_grad():
+            answers = [module(x).to(torch.float64) for _ in range(HISTORY_CALLS)]
+    except Exception:  # noqa: BLE001 - a crash is the specs' to report
+        return None
+    first = answers[0]
+    finite = torch.isfinite(first)
+    if not bool(finite.any()):
+        return None  # no finite answer to compare: the contract's finiteness reports it
+    bound = record.tolerance(dtype).bound(float(first[finite].abs().max()))
+    for call, answer in enumerate(answers[1:], start=2):
+        changed = torch.isfinite(answer) != finite
+        if bool(changed.any()):
+            return (f"call {call} of one input on a fresh {record.name} is non-finite where call 1 was finite, or "
+                    f"finite where it was not, at {int(changed.sum())} entries: its output depends on the calls before")
+        error = float((answer - first)[finite].abs().max())
+        if error > bound:
+            return (f"call {call} of one input on a fresh {record.name} differs from call 1 by {error:.3g} "
+                    f"(bound {bound:.3g}): its output depends on the calls before")
+    return None
+
+
+#: The model relations that continue a sequence with the model's cache (decoding, chunks, padded
+#: prompts then decoding, a query decoded after its keys: ``specs/test_models.py``).
+CACHED_RELATIONS = frozenset({"MODEL-2", "MODEL-3", "MODEL-4", "MODEL-5", "MODEL-6"})
+#: The model probe's rows and tokens (the model relations' window, ``model_plan.SEQ``).
+MODEL_PROBE_ROWS, MODEL_PROBE_TOKENS = 2, 16
+_MODEL_PROBES: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+
+
+def model_problem(record: EncoderRecord, claim: str, device: str) -> str | None:
+    """Why ``claim`` cannot be judged on the whole model ``record``: logits of the wrong shape (any
+    claim), or no cache (:data:`CACHED_RELATIONS`); None where it can, or where the model cannot be
+    called (the specs report that). Probed once per model and device."""
+    key = (record.name, device)
+    if key not in _MODEL_PROBES:
+        _MODEL_PROBES[key] = _probe_model(record, device)
+    shape, cache = _MODEL_PROBES[key]
+    return shape or (cache if claim in CACHED_RELATIONS else None)
+
+
+def _logits_shape_problem(name: str, logits, ids: torch.Tensor, vocab: int, call: str) -> str | None:
+    expected = f"({', '.join(map(str, ids.shape))}, vocab={vocab})"
+    if not isinstance(logits, torch.Tensor):
+        return f"{name} returns {type(logits).__name__} as its logits for {call}; expected a tensor {expected}"
+    if tuple(logits.shape) != (*ids.shape, vocab):
+        return f"{name} returns logits of shape {tuple(logits.shape)} for {call}; expected {expected}"
+    return None
+
+
+def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | None]:
+    """(a shape problem, a cache problem) of a fresh ``record``, built in float32 as the model
+    relations build it: one call on :data:`MODEL_PROBE_ROWS` rows of :data:`MODEL_PROBE_TOKENS`
+    tokens, then one token more with the cache it returned."""
+    traits, rows, n = record.model, MODEL_PROBE_ROWS, MODEL_PROBE_TOKENS
+    vocab = traits.vocab_size
+
+    def given(positions: torch.Tensor, held: int) -> dict:
+        mask = torch.ones(rows, held + positions.shape[1], dtype=torch.long, device=device)
+        return {"position_ids": positions if traits.takes_position_ids else None,
+                "attention_mask": mask if traits.takes_attention_mask else None}
+
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            config = BuildConfig(**{**SPEC_CONFIG.__dict__, "dtype": torch.float32, "device": device})
+            model = record.build(config).to(device)
+            ids = torch.randint(3, vocab, (rows, n + 1)).to(device)
+            logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
+            problem = _logits_shape_problem(record.name, logits, ids[:, :n], vocab, f"input ids {(rows, n)}")
+            if problem:
+                return problem, None
+            if cache is None:
+                return None, f"{record.name} returns {model.missing_cache()}: its cached relations cannot run"
+            step, _ = model(ids[:, n:], **given(torch.full((rows, 1), n, device=device), n), cache=cache)
+            return _logits_shape_problem(record.name, step, ids[:, n:], vocab,
+                                         f"one token more with its cache, input ids {(rows, 1)}"), None
+    except Exception:  # noqa: BLE001 - a crash is the specs' to report, cell by cell
+        return None, None

@@ -1,0 +1,83 @@
+"""The run's end, which nothing an encoder did may turn into a traceback or a hang.
+
+* :func:`write_report` files the dead workers' crashes, writes the report (:mod:`.reports`) and
+  closes the journal. A report that cannot be written (a full disk, memory exhaustion, Ctrl-C
+  during the writes) is one line naming what failed; the journal keeps every outcome, and the
+  next run or ``python -m posenc report --recover`` writes the report from it.
+* :func:`threads_left_running` names the threads a spec started and left running (each is
+  attributed to the encoder whose spec started it, by :mod:`.isolation`); the run then
+  ends without waiting for them (:func:`exit_past_threads`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ..verdicts import reports
+from ..cases.isolation import STARTED_BY
+from . import session as run
+from ..verdicts.matrix import render_markdown, roles
+
+def write_report(config, state, collector, exitstatus) -> None:
+    if collector is not None:
+        collector.add_dead_workers()
+    if state.active:
+        state.active.end()
+    if not state.matrix.outcomes:
+        return
+    try:
+        cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)
+        payload = {"header": run.header(config, state, exitstatus), "matrix": cells, "roles": cell_roles,
+                   "kinds": {r.name: r.group for r in state.records},
+                   "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
+        state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
+                                      render_markdown(cells, cell_roles))
+        state.cells = cells
+    except (KeyboardInterrupt, MemoryError, OSError) as error:
+        why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"
+        state.notes.append(f"posenc: the report could not be written ({why}); its journal keeps every outcome: "
+                           f"python -m posenc report --recover --matrix-dir {state.settings.matrix_dir}")
+        return
+    state.notes += [f"posenc: WARNING {line}" for line in state.written.warnings]
+    if collector is not None and collector.journal is not None:
+        if collector.journal.failure:
+            state.notes.append(collector.journal.failure)
+        if state.written.saved:
+            collector.journal.end(state.status)
+
+
+THREADS = "posenc_threads"  # a worker's threads left running, sent to the controller
+
+
+def note_worker_threads(node, state) -> None:
+    """The controller names the threads a pytest-xdist worker's specs left running."""
+    left = getattr(node, "workeroutput", {}).get(THREADS) or []
+    if left:
+        worker = getattr(getattr(node, "gateway", None), "id", "?")
+        state.notes.append(f"posenc: WARNING {len(left)} thread{'s' if len(left) > 1 else ''} left running by the "
+                           f"specs in worker {worker}: {', '.join(left)}; the worker exited without waiting")
+
+
+def threads_left_running() -> list[str]:
+    """The threads a spec started that are still running (not daemons), each with its culprit."""
+    alive = {t.ident: t for t in threading.enumerate() if t.is_alive() and not t.daemon}
+    return [f"{alive[ident].name} (started while {culprit} ran)" for ident, culprit in STARTED_BY.items()
+            if ident in alive]
+
+
+def exit_past_threads(reporter, exit_code: int) -> None:
+    """Name the threads left running and end the process now instead of waiting for them forever."""
+    left = threads_left_running()
+    if not left:
+        return
+    line = (f"posenc: WARNING {len(left)} thread{'s' if len(left) > 1 else ''} left running by the specs: "
+            f"{', '.join(left)}; the run exits without waiting for {'them' if len(left) > 1 else 'it'}")
+    if reporter is not None:
+        reporter.write_line(line, yellow=True)
+    else:
+        print(line, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

@@ -1,0 +1,270 @@
+"""Where verdict reports go, written so that a report never lies about the run behind it.
+
+Layout of the report directory (``--matrix-dir``, default ``reports/``):
+
+* ``runs/<run id>/verdicts.json``, ``verdicts.md`` and ``verdicts.html`` (the self-contained page of
+  :mod:`.html_report`) - the report of every run that judged at least one cell, whatever its status
+  (complete, interrupted, failed, crashed), and its ``journal.jsonl`` (:mod:`.journal`); the newest
+  :data:`KEEP_RUNS` runs are kept, and the published one;
+* ``LATEST`` - the run id of the newest report written;
+* ``published`` - a link to the run folder of the newest **complete** run, switched in one step, and
+  ``verdicts.json``, ``verdicts.md`` and ``verdicts.html`` - links through it, so the three always
+  come from one run. An interrupted, failed or crashed run never replaces it, nor does a run that
+  started before the one it holds, nor a partial selection (``-k``, a narrower ``-m``,
+  ``--encoders``, test files or node ids) when it holds a full run. Where links cannot be made,
+  the three are copies, each renamed into place.
+
+Times are UTC, ISO 8601 with the offset, and compared as instants; run ids start with the UTC
+time, so they sort by it. A previous report that cannot be read is set aside (renamed
+``*.unreadable-<run id>``) with a warning, never trusted. Every file is written to a temporary
+name and renamed into place, so a reader never sees half a report; a write that fails (a full disk)
+is one line in the note, and the run folder keeps what could be written. A run announces itself in
+``.active/`` while it runs; a second run on the same directory is named in both runs' output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+try:
+    import fcntl
+except ImportError:  # Windows: liveness by pid
+    fcntl = None
+from pathlib import Path
+
+from .html_report import render_html
+from ..catalogue.states import State
+
+KEEP_RUNS = 20
+#: A run whose process died, its report recovered from its journal, reads as its cells do.
+CRASHED = State.CRASHED.value
+STATUSES = ("complete", "interrupted", "failed", CRASHED)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+
+
+def now() -> str:
+    """This instant in UTC, ISO 8601 with its offset (``2026-12-03T14:33:55.120+00:00``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def instant(text) -> datetime | None:
+    """A report's time as an instant (an offset-less time is read as UTC); None if it is none."""
+    try:
+        parsed = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)  # no half-written file left behind
+        raise
+
+
+def held_by_a_live_run(path: Path, run_id: str) -> bool:
+    """Whether run ``run_id``, which locks ``path`` (its marker, its journal) while it lives, is alive:
+    the lock is held (``flock``, released by the kernel when a process dies, whatever its pid
+    namespace); by the pid in the run id where there is no flock."""
+    if fcntl is not None:
+        try:
+            with open(path, "a", encoding="utf-8") as probe:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+            return False
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+    pid = run_id.rsplit("-", 1)[-1]
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class ActiveRun:
+    """This run's marker in ``<dir>/.active``, locked while the run lives; ``others`` are the runs
+    that were active when it began, ``joined`` those that began while it ran (each appends its id to
+    the markers it finds)."""
+
+    directory: Path
+    run_id: str
+    others: list[str]
+    joined: list[str] = field(default_factory=list)
+    _lock: object = None
+
+    @classmethod
+    def begin(cls, directory: Path, run_id: str) -> "ActiveRun":
+        active = directory / ".active"
+        active.mkdir(parents=True, exist_ok=True)
+        others = []
+        for marker in sorted(active.iterdir()):
+            if marker.name == run_id:
+                continue
+            if held_by_a_live_run(marker, marker.name):
+                others.append(marker.name)
+                try:
+                    with open(marker, "a", encoding="utf-8") as told:
+                        told.write(run_id + "\n")
+                except OSError:
+                    pass
+            else:
+                marker.unlink(missing_ok=True)  # left by a run that was killed
+        lock = open(active / run_id, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+        lock.write(now() + "\n")
+        lock.flush()
+        if fcntl is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return cls(directory, run_id, sorted(others), _lock=lock)
+
+    def end(self) -> list[str]:
+        """Remove the marker; the runs that began while this one ran. Never raises."""
+        marker = self.directory / ".active" / self.run_id
+        try:
+            self.joined = sorted(set(marker.read_text().split()[1:]))
+            marker.unlink(missing_ok=True)
+        except OSError:
+            pass
+        if self._lock is not None:
+            self._lock.close()
+        return self.joined
+
+
+@dataclass(frozen=True)
+class Written:
+    run_json: Path
+    run_markdown: Path
+    published: bool
+    note: str  # why the top-level report was or was not replaced
+    run_html: Path | None = None
+    warnings: tuple[str, ...] = ()  # an unreadable previous report set aside, a write that failed
+    saved: bool = True  # False: the run folder's report could not be written whole
+
+
+FILES = ("verdicts.json", "verdicts.md", "verdicts.html")
+
+
+def _set_aside(path: Path, run_id: str, why: str, warnings: list[str]) -> None:
+    aside = path.with_name(f"{path.name}.unreadable-{run_id}")
+    try:
+        os.replace(path, aside)
+        warnings.append(f"{path} {why}: set aside as {aside.name}")
+    except OSError as error:
+        warnings.append(f"{path} {why}, and could not be set aside: {error.strerror or error}")
+
+
+def _published_header(directory: Path, run_id: str, warnings: list[str]) -> dict:
+    """The header of the published report; {} (and a warning, the file set aside) if unreadable."""
+    top = directory / "verdicts.json"
+    if not top.exists():
+        return {}
+    if top.is_dir():
+        _set_aside(top, run_id, "is a folder, not a report", warnings)
+        return {}
+    held = top.resolve() if top.is_symlink() else top  # through the published link: the report itself
+    try:
+        header = json.loads(top.read_text())["header"]
+        if not isinstance(header, dict) or instant(header["started"]) is None:
+            raise ValueError("no start time")
+        return header
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        _set_aside(held, run_id, f"cannot be read as a report ({type(error).__name__}: {error})", warnings)
+        return {}
+
+
+def _link(target: str, path: Path) -> None:
+    """Make ``path`` a symbolic link to ``target`` in one step (a new link renamed over it)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.link")
+    temporary.unlink(missing_ok=True)
+    os.symlink(target, temporary)
+    os.replace(temporary, path)
+
+
+def _publish(directory: Path, run_dir: Path, texts: dict[str, str]) -> None:
+    """Point ``published`` at ``run_dir`` in one step; the top-level files are links through it.
+    Where links cannot be made, copy the three files, each renamed into place."""
+    try:
+        _link(os.path.relpath(run_dir, directory), directory / "published")
+        for name in FILES:
+            top = directory / name
+            if not (top.is_symlink() and os.readlink(top) == f"published/{name}"):
+                _link(f"published/{name}", top)
+    except (OSError, NotImplementedError):
+        for name in FILES:
+            atomic_write(directory / name, texts[name])
+
+
+def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bool = True) -> Written:
+    """Write this run's report; publish it if it is complete and the newest. A write that fails is
+    a warning; the run folder keeps the files written before it."""
+    status = payload["header"]["status"]
+    run_dir = directory / "runs" / run_id
+    text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    texts = {"verdicts.json": text, "verdicts.md": markdown, "verdicts.html": render_html(json.loads(text))}
+    warnings: list[str] = []
+
+    def written(published: bool, note: str, saved: bool = True) -> Written:
+        return Written(run_dir / "verdicts.json", run_dir / "verdicts.md", published, note,
+                       run_dir / "verdicts.html", tuple(warnings), saved)
+
+    try:
+        for name in ("verdicts.md", "verdicts.html", "verdicts.json"):  # the json, which says "done", last
+            atomic_write(run_dir / name, texts[name])
+        if latest:
+            atomic_write(directory / "LATEST", run_id + "\n")
+    except OSError as error:
+        warnings.append(f"could not write the report in {run_dir}: {error.strerror or error}; "
+                        f"{run_dir} keeps what could be written, and its journal every outcome")
+        return written(False, f"run {status}, not published: its report could not be written", saved=False)
+    top = directory / "verdicts.json"
+    if status != "complete":
+        _prune(directory)
+        return written(False, f"run {status}: {top} keeps the last complete run")
+    published = _published_header(directory, run_id, warnings)
+    before, ours = instant(published.get("started")), instant(payload["header"]["started"])
+    if before is not None and ours is not None and before > ours:
+        _prune(directory)
+        return written(False, f"{top} holds a run that started later; left as it is")
+    if published.get("selection") == "full" and payload["header"]["selection"] != "full":
+        _prune(directory)
+        return written(False, f"this run was a {payload['header']['selection']}; {top} keeps the last full run")
+    try:
+        _publish(directory, run_dir, texts)
+    except OSError as error:
+        warnings.append(f"could not publish {top}: {error.strerror or error}")
+        return written(False, f"not published: {error.strerror or error}")
+    _prune(directory)
+    return written(True, f"published as {top} (with its .md and .html)")
+
+
+def _prune(directory: Path) -> None:
+    """Keep the newest :data:`KEEP_RUNS` run folders (run ids sort by their UTC start) and the published one."""
+    runs = directory / "runs"
+    try:
+        keep = (directory / "published").resolve().name if (directory / "published").is_symlink() else None
+        folders = sorted(p for p in runs.iterdir() if p.is_dir())
+    except OSError:
+        return
+    for old in folders[:-KEEP_RUNS]:
+        if old.name != keep:
+            shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,292 @@
+"""A whole causal LM as the model relations call it (``specs/test_models.py``).
+
+Every model is seen through one convention::
+
+    logits, cache = subject(input_ids, position_ids=None, attention_mask=None, cache=None,
+                            document_ids=None)
+
+``cache=None`` starts a new sequence; passing the returned cache continues it (a decode step, or
+the next chunk of a prefill); ``attention_mask`` covers the cache and the new tokens, as
+transformers takes it. ``position_ids=None`` is the model's *own* regime: it derives its
+positions itself, from the cache's length while continuing and from the mask under padding.
+``document_ids`` marks documents packed in one row (MODEL-8) for a model that takes them.
+``subject.generate(ids, mask, prompt)`` decodes ``ids[:, prompt:]`` one token at a time after a
+prompt, the model choosing every position; it returns the logits of the prompt's last token and
+of each decoded token but the last. Adapters map a model's own convention onto it:
+
+* :class:`HFCausalLM`: transformers' ``*ForCausalLM`` (``position_ids=``, ``attention_mask=``,
+  a ``DynamicCache``);
+* :class:`InputPosLM`: ``model(tokens, input_pos=positions)`` with a KV cache the model keeps
+  itself, reset at a new sequence (litgpt, gpt-fast; no attention mask);
+* :class:`~.torchtune_lm.TorchtuneLM`: torchtune's decoders (caches set up and reset by the
+  adapter, its mask built from the harness's);
+* :class:`TupleLM`: a model that already answers ``(logits, cache)`` in the convention above.
+
+:func:`adapt` picks one for any model object (``--model FILE.py:NAME``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .model_subject import ModelSubject, NotInConvention  # noqa: F401  (specs and adapters import them here)
+from ..catalogue.records import ModelTraits
+from .torchtune_lm import TorchtuneLM, is_torchtune_model, torchtune_traits
+
+
+def _logits(out) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    return out.logits
+
+
+class HFCausalLM(ModelSubject):
+    """transformers' causal LM: ``model(input_ids, position_ids=, attention_mask=, cache=, use_cache=True)``."""
+
+    def __init__(self, model: nn.Module, traits: ModelTraits):
+        super().__init__(model, traits)
+        parameters = inspect.signature(model.forward).parameters
+        self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
+        self.takes_position_ids = "position_ids" in parameters
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        from transformers import DynamicCache
+
+        if document_ids is not None:
+            raise NotInConvention("transformers tells packed documents by position ids that restart, not by ids")
+        # transformers detects packed documents only without a cache and a mask (a training call)
+        packed = cache is None and attention_mask is None and position_ids is not None and self._packed(position_ids)
+        arguments = {"input_ids": input_ids, "use_cache": not packed}
+        if position_ids is None and self.takes_position_ids and attention_mask is not None \
+                and not bool(attention_mask.bool().all()):
+            # Under padding transformers' forward counts from the cache alone; its generation derives
+            # the positions from the mask (the model's own code, as generate runs it).
+            position_ids = self.model._prepare_position_ids_for_generation(
+                input_ids, {"attention_mask": attention_mask})[..., -input_ids.shape[1]:]
+        if position_ids is not None:
+            if not self.takes_position_ids:
+                raise NotInConvention(f"{type(self.model).__name__} takes no position_ids")
+            arguments["position_ids"] = position_ids
+        if attention_mask is not None:
+            arguments["attention_mask"] = attention_mask
+        if arguments["use_cache"]:
+            arguments[self.cache_argument] = DynamicCache(config=self.model.config) if cache is None else cache
+        out = self.model(**arguments)
+        returned = getattr(out, "cache", None)
+        return out.logits, returned if returned is not None else getattr(out, "past_key_values", None)
+
+    @staticmethod
+    def _packed(position_ids) -> bool:
+        """Position ids that restart inside a row: transformers' packed format (no cache, no mask)."""
+        return position_ids.dim() == 2 and bool((position_ids.diff(dim=-1) != 1).any())
+
+    def generate(self, input_ids, attention_mask, prompt: int, **inputs) -> torch.Tensor:
+        """transformers' own ``generate`` (greedy, each next token forced to ``input_ids``'), so that
+        its position logic runs: positions from the mask, the cache's length, a model's own
+        ``prepare_inputs_for_generation``; ``inputs`` go to it as they are (pixels, grids)."""
+        from transformers import LogitsProcessor, LogitsProcessorList
+
+        wanted = input_ids[:, prompt:]
+
+        class Forced(LogitsProcessor):
+            def __call__(self, ids, scores):
+                forced = torch.full_like(scores, float("-inf"))
+                return forced.scatter(1, wanted[:, ids.shape[1] - prompt : ids.shape[1] - prompt + 1], 0.0)
+
+        steps = input_ids.shape[1] - prompt
+        out = self.model.generate(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt],
+                                  max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                  logits_processor=LogitsProcessorList([Forced()]), output_logits=True,
+                                  return_dict_in_generate=True, pad_token_id=0, eos_token_id=None, **inputs)
+        if not torch.equal(out.sequences[:, prompt:], wanted):
+            raise RuntimeError("generate did not follow the forced tokens")
+        return torch.stack(out.logits, dim=1)
+
+
+@dataclass
+class _Cursor:
+    """The cache of a model that keeps its own: how many positions it holds."""
+
+    length: int
+
+
+class InputPosLM(ModelSubject):
+    """``model(tokens, input_pos=positions)``, a KV cache kept inside the model: ``reset`` (the first
+    of ``reset_cache``, ``reset_caches``, ``clear_cache`` it has) starts a new sequence."""
+
+    RESETS = ("reset_cache", "reset_caches", "clear_cache")
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        if document_ids is not None:
+            raise NotInConvention(f"{type(self.model).__name__} takes no documents (input_pos convention)")
+        if attention_mask is not None and not bool(attention_mask.bool().all()):
+            raise NotInConvention(f"{type(self.model).__name__} takes no attention mask (input_pos convention)")
+        start = 0 if cache is None else cache.length
+        if cache is None:
+            reset = next((getattr(self.model, name) for name in self.RESETS if hasattr(self.model, name)), None)
+            if reset is not None:
+                reset()
+        n = input_ids.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(start, start + n, device=input_ids.device)
+        elif position_ids.dim() == 2 and bool((position_ids == position_ids[:1]).all()):
+            position_ids = position_ids[0]  # one row of positions for the batch, as such models take them
+        return _logits(self.model(input_ids, input_pos=position_ids)), _Cursor(start + n)
+
+
+class TupleLM(ModelSubject):
+    """A model that already answers ``(logits, cache)`` in the harness's convention; a bare tensor it
+    answers is its logits with no cache (the model contract blocks the relations that need one)."""
+
+    def __init__(self, model: nn.Module, traits: ModelTraits):
+        super().__init__(model, traits)
+        # declared (MODEL_TRAITS, a wrapper's ``**kwargs``) or in the signature
+        self.takes_documents = traits.packing == "document_ids" or \
+            "document_ids" in inspect.signature(model.forward).parameters
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        documents = {}
+        if document_ids is not None:
+            if not self.takes_documents:
+                raise NotInConvention(f"{type(self.model).__name__}.forward takes no document_ids")
+            documents["document_ids"] = document_ids
+        out = self.model(input_ids, position_ids=position_ids, attention_mask=attention_mask, cache=cache, **documents)
+        if isinstance(out, torch.Tensor):  # the logits alone: no cache (its rows are not a pair)
+            self.logits_only = True
+            return out, None
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            said = f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise TypeError(f"{type(self.model).__name__}.forward returned {said}; the convention is (logits, cache)")
+        logits, cache = out
+        return logits, cache
+
+
+def is_transformers_model(model) -> bool:
+    return any(cls.__module__.startswith("transformers.") for cls in type(model).__mro__)
+
+
+def adapt(model: nn.Module, traits: ModelTraits) -> ModelSubject:
+    """The adapter for ``model``'s convention: transformers' models, ``input_pos`` models, or a
+    model that already follows the harness's."""
+    if isinstance(model, ModelSubject):
+        return model
+    if is_transformers_model(model):
+        return HFCausalLM(model, traits)
+    if is_torchtune_model(model):
+        return TorchtuneLM(model, traits)
+    if "input_pos" in inspect.signature(model.forward).parameters:
+        return InputPosLM(model, traits)
+    return TupleLM(model, traits)
+
+
+#: transformers' model types whose position tables stop at the configured maximum.
+FIXED_TABLES = ("gptj", "codegen", "mpt")
+
+
+def rope_parameters(parameters) -> dict:
+    """transformers' ``rope_parameters``, flat; per layer type (Gemma 3), the first type's."""
+    parameters = parameters or {}
+    if "rope_type" not in parameters and parameters:
+        parameters = next(iter(parameters.values()))
+    return parameters if isinstance(parameters, dict) else {}
+
+
+def rope_type_of(parameters: dict) -> str:
+    """The rope type of flat ``rope_parameters``; HunYuan's ``dynamic`` with ``alpha`` is a fixed
+    NTK-alpha base (it never rescales by length), so it reads ``default``."""
+    kind = parameters.get("rope_type", "default")
+    return "default" if kind == "dynamic" and parameters.get("alpha") else kind
+
+
+def _rope_type(config) -> str:
+    return rope_type_of(rope_parameters(getattr(config, "rope_parameters", None)))
+
+
+def rescaling_threshold(kind: str, traits: ModelTraits) -> int | None:
+    """Where a rope type rescales by a call's largest position: dynamic NTK past the maximum,
+    longrope past the original length; None for the others."""
+    if kind == "dynamic":
+        return traits.max_position
+    if kind == "longrope":
+        return traits.original_max_position or traits.max_position
+    return None
+
+
+def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """:func:`~.model_plan.designs_reached` of a transformers model's rope type, on ``traits``
+    (which carry its threshold: :func:`traits_of`); nothing for other models."""
+    from .model_plan import designs_reached
+
+    config = getattr(model, "config", None)
+    if config is None or not is_transformers_model(model):
+        return {}
+    return designs_reached(_rope_type(config), traits)
+
+
+def vocabulary_of(model: nn.Module) -> int:
+    """The size of the logits' last axis, read off one call on token 0."""
+    subject = adapt(model, ModelTraits(takes_attention_mask=False))
+    with torch.no_grad():
+        logits, _ = subject(torch.zeros(1, 1, dtype=torch.long, device=next(model.parameters()).device))
+    return int(logits.shape[-1])
+
+
+def traits_of(model: nn.Module, **given) -> ModelTraits:
+    """What a model's config says of it (transformers' ``config``; else ``vocab_size`` and
+    ``max_position``/``max_seq_len`` attributes), completed by ``given``."""
+    if is_torchtune_model(model):
+        return torchtune_traits(model, **given)
+    config = getattr(model, "config", None)
+    found = {}
+    if config is not None and is_transformers_model(model):
+        found["vocab_size"] = int(config.vocab_size)
+        found["max_position"] = next((int(getattr(config, a)) for a in (
+            "max_position_embeddings", "n_positions", "max_seq_len") if getattr(config, a, None)), None)
+        rope = rope_parameters(getattr(config, "rope_parameters", None))
+        if rope.get("original_max_position_embeddings"):
+            found["original_max_position"] = int(rope["original_max_position_embeddings"])
+        takes = inspect.signature(model.forward).parameters
+        found["takes_position_ids"] = "position_ids" in takes
+        # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
+        found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES
+        alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
+            or type(model).__name__.startswith("Bloom")
+        absolute = any(isinstance(m, nn.Embedding) and n.endswith(("wpe", "embed_positions", "position_embeddings"))
+                       for n, m in model.named_modules())
+        found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
+        found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
+        # transformers tells packed documents by position ids that restart (masking_utils)
+        found["packing"] = "positions" if found["takes_position_ids"] else "none"
+        threshold = rescaling_threshold(_rope_type(config), ModelTraits(**{
+            k: v for k, v in found.items() if k in ("max_position", "original_max_position")}))
+        if threshold:
+            found["rescales_at"] = threshold
+    else:
+        if "vocab_size" not in given:
+            found["vocab_size"] = int(model.vocab_size) if hasattr(model, "vocab_size") else vocabulary_of(model)
+        for attribute in ("max_position", "max_seq_len", "max_position_embeddings"):
+            if getattr(model, attribute, None):
+                found["max_position"] = int(getattr(model, attribute))
+                break
+        takes = inspect.signature(model.forward).parameters
+        if "input_pos" in takes:
+            found["takes_attention_mask"] = False
+        if "document_ids" in takes:
+            found["packing"] = "document_ids"
+        found["library"] = type(model).__name__
+    return ModelTraits(**{**found, **given})
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "?"
