@@ -257,6 +257,17 @@ def test_old_paths_import_the_moved_modules_with_a_warning():
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
 
 
+def test_paths_a_module_derives_from_its_own_file_still_reach_their_targets():
+    """A module that moved a folder deeper must climb one more: the registry's specs, identify's
+    package frames."""
+    import posenc
+    from posenc.harness.catalogue import registry
+    from posenc.harness.identify import identification
+
+    assert registry.SPECS_DIR == ROOT / "specs"
+    assert identification._NOT_THE_TARGETS[0] == str(Path(posenc.__file__).resolve().parent)
+
+
 # ---------------------------------------------------------------- the test can fail
 
 def test_the_checks_catch_a_circle_an_upward_arrow_and_an_encoder_importing_the_harness():

@@ -22,7 +22,7 @@ from .records import EncoderRecord
 from .spec_index import spec_claims
 
 #: The spec folder beside the package (a checkout, known by its catalogue); without it no names are checked.
-SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
+SPECS_DIR = Path(__file__).resolve().parents[3] / "specs"  # catalogue, harness, the package, the repository
 
 _REGISTRY: dict[str, EncoderRecord] = {record.name: record for record in (*BUILTIN_RECORDS, *PUBLISHED_RECORDS)}
 

@@ -296,8 +296,9 @@ def _limited(function, seconds: float | None, name: str = "the target"):
     return limited
 
 
-#: Frames of these directories are the harness's or torch's, not the line of the target that raised.
-_NOT_THE_TARGETS = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent))
+#: Frames of these directories (the package, torch) are the harness's or torch's, not the line of the
+#: target that raised.
+_NOT_THE_TARGETS = (str(Path(__file__).resolve().parents[2]), str(Path(torch.__file__).resolve().parent))
 
 
 def raised_at(error: BaseException) -> str:
