@@ -23,9 +23,20 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def needs(library: str) -> None:
+    """Skip, with the install hint, where ``library`` is not installed."""
+    import pytest
+
+    from posenc.ecosystem import support
+
+    if not support.available(library):
+        pytest.skip(f"{library} is not installed: {support.INSTALL_HINT}")
+
+
 def ecosystem_run(out: Path, encoders: str) -> tuple[dict, subprocess.CompletedProcess]:
     """``pytest specs --plugin posenc.ecosystem --encoders ENCODERS`` in a subprocess, no harness variable
-    of this environment passed on: its ``verdicts.json`` and the completed process."""
+    of this environment passed on (skipped without transformers): its ``verdicts.json`` and the completed process."""
+    needs("transformers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
     command = [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", *WORKERS,
                "--plugin", "posenc.ecosystem", "--encoders", encoders, "--matrix-dir", str(out)]

@@ -16,11 +16,10 @@ import pytest
 import torch
 
 import posenc.ecosystem  # noqa: F401  (registers the records)
-from posenc.ecosystem import support
 from posenc.ecosystem.findings import MULTIAXIS_CAST_ROUNDS_FREQUENCIES, MULTIAXIS_ENCODERS, MULTIAXIS_FINDINGS
 from posenc.harness.catalogue.registry import get
 from posenc.harness.catalogue.states import State
-from tests.spec_runs import ecosystem_run
+from tests.spec_runs import ecosystem_run, needs
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
 SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHED, State.TIMED_OUT,
@@ -30,14 +29,8 @@ SURPRISES = {State.UNEXPECTEDLY_FAILING, State.CRASHED, State.FAILING_AND_CRASHE
 NOT_AT_HEAD_DIM_16 = {"hf_qwen3_5_mrope": {"contract": State.HOLDS}}
 
 
-def _needs_transformers():
-    if not support.available("transformers"):
-        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
-
-
 @pytest.fixture(scope="module")
 def multiaxis_run(tmp_path_factory):
-    _needs_transformers()
     return ecosystem_run(tmp_path_factory.mktemp("ecosystem-multiaxis"), MULTIAXIS_ENCODERS)
 
 
@@ -139,7 +132,7 @@ CLASSES = {
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_module_to_half_precision_rounds_the_frequencies_without_the_harness(name, cast):
     """PATH-3 FAIL, standalone: after ``module.to(cast)`` fp32 input at positions 3000… turns by other angles."""
-    _needs_transformers()
+    needs("transformers")
     torch.manual_seed(0)
     rotary, rotate = CLASSES[name]()
     q = torch.randn(1, 5, 4, 16)
@@ -154,7 +147,7 @@ def test_module_to_half_precision_rounds_the_frequencies_without_the_harness(nam
 
 def test_ernies_pair_order_is_the_same_in_the_geometry_and_the_built_in_module():
     """``spatial_interleaved``: two implementations of one rule, and Ernie's class read off its outputs."""
-    _needs_transformers()
+    needs("transformers")
     from posenc.encoders.multiaxis import pair_axes
     from posenc.harness.catalogue.records import RotaryGeometry
 

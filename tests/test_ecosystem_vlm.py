@@ -21,24 +21,17 @@ import pytest
 import torch
 
 import posenc.ecosystem  # noqa: F401  (registers the records)
-from posenc.ecosystem import support
 from posenc.ecosystem.findings import VLM_ENCODERS, VLM_FINDINGS
 from posenc.ecosystem.transformers_vlms import CONFIGS, TEXT, TOKENS, VISION
 from posenc.harness.catalogue.registry import get
 from posenc.harness.catalogue.states import State
-from tests.spec_runs import ecosystem_run
+from tests.spec_runs import ecosystem_run, needs
 
 pytestmark = pytest.mark.xdist_group("ecosystem")
 
 
-def _needs_transformers():
-    if not support.available("transformers"):
-        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
-
-
 @pytest.fixture(scope="module")
 def vlm_run(tmp_path_factory):
-    _needs_transformers()
     return ecosystem_run(tmp_path_factory.mktemp("ecosystem-vlm"), VLM_ENCODERS)
 
 
@@ -92,7 +85,7 @@ def _video_prompt(model, seconds=None):
 
 @pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-3"}))
 def test_text_after_a_video_resumes_below_its_time_ids(name):
-    _needs_transformers()
+    needs("transformers")
     model = _model(name)
     seconds = 1.5 if CONFIGS[name][3]["video_time"] == "seconds" else None
     ids, vision = _video_prompt(model, seconds)
@@ -114,7 +107,7 @@ def test_text_after_a_video_resumes_below_its_time_ids(name):
 
 @pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-6"}))
 def test_a_picture_in_a_later_chunk_gets_ids_from_zero(name):
-    _needs_transformers()
+    needs("transformers")
     model = _model(name)
     image = TOKENS["image_token_id"]
     ids = torch.tensor([[5, 6, *([image] * 6), 7, 8]])  # text 2, an image of 2 × 3 (merged), text 2

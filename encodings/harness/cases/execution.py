@@ -2,12 +2,12 @@
 global state restored after it.
 
 * The timer is pytest-timeout's setting (``--timeout``, the ini value, a ``timeout`` marker) with
-  a signal handler of the harness's own: it raises :class:`~.contract.SpecTimeout`, which
+  a signal handler of the harness's own: it raises :class:`~..references.contract.SpecTimeout`, which
   Hypothesis does not catch, where pytest-timeout's ``Failed`` would be retried and shrunk.
-* A spec is :class:`~.contract.Blocked` when an earlier spec of its encoder timed out, or when
+* A spec is :class:`~..references.contract.Blocked` when an earlier spec of its encoder timed out, or when
   the encoder breaks the shape contract (the ``contract`` row says why).
 * :func:`blamed_on_history` turns a violation on an encoder whose output depends on its earlier
-  calls into ``depends on ROPE-9`` (:class:`~.contract.DependsOnHistory`), except ROPE-9's own.
+  calls into ``depends on ROPE-9`` (:class:`~..references.contract.DependsOnHistory`), except ROPE-9's own.
 * :func:`guarded` restores torch's global state and blames a change on the encoder that made it;
   :func:`isolated` does so for the specs that take no encoder record (benchmarks, the workload
   builder, summaries), naming their ``perf_record``.

@@ -5,8 +5,8 @@ spec raised, never from pytest's xfail bookkeeping:
 
 * nothing raised: ``holds``, or ``unexpectedly holds`` where a refutation was declared;
 * the declared refutation's error: ``refuted``; any other ClaimViolation: ``unexpectedly failing``,
-  as is a :class:`~.claims.GeometryContradiction` whatever was declared;
-* :class:`~.contract.SpecTimeout` (or a run past pytest-timeout's limit): ``timed out``;
+  as is a :class:`~..catalogue.claims.GeometryContradiction` whatever was declared;
+* :class:`~..references.contract.SpecTimeout` (or a run past pytest-timeout's limit): ``timed out``;
 * the skips of the harness: ``blocked``, ``excluded``, ``undecided``, ``depends on ROPE-9``;
 * anything else: ``crashed``.
 """

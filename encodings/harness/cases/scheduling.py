@@ -13,7 +13,7 @@ hangs the run forever (pytest-xdist#1323, #1327, #1378; fixes merged upstream af
 :class:`SurvivingLoadGroupScheduling` is ``LoadGroupScheduling`` with those three fixed: only
 unfinished tests are requeued, the one that killed the worker is not, and a worker is kept at two
 pending tests, or told that none will come. The harness records the dead worker's test as a CRASH
-with the reason (:mod:`.journal`).
+with the reason (:mod:`..verdicts.journal`).
 """
 
 from __future__ import annotations

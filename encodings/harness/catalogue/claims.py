@@ -190,7 +190,7 @@ def is_subject(claim: str, designs) -> bool:
     return claim == CONTRACT or bool(set(SUBJECTS[claim]) & set(designs))
 
 
-#: The claim an encoder whose output depends on its earlier calls fails (see :mod:`.contract`).
+#: The claim an encoder whose output depends on its earlier calls fails (see :mod:`..references.contract`).
 HISTORY_CLAIM = "ROPE-9"
 
 

@@ -1,7 +1,7 @@
 """The one vocabulary of verdict states: declared, judged, aggregated into a cell, rendered.
 
 A record *declares* each claim ``holds``, ``refuted`` or ``n/a`` (:class:`~.records.Declared`).
-A spec run is *judged* into one state (:mod:`.judge`); a cell aggregates the states of its
+A spec run is *judged* into one state (:mod:`..cases.judge`); a cell aggregates the states of its
 specs (:func:`aggregate`); the reports render them (:data:`SYMBOLS`). Every module says these
 states through :class:`State`; ``tests/test_layout.py`` checks that no other module spells one
 as a string.

@@ -1,11 +1,11 @@
 """The run's end, which nothing an encoder did may turn into a traceback or a hang.
 
-* :func:`write_report` files the dead workers' crashes, writes the report (:mod:`.reports`) and
+* :func:`write_report` files the dead workers' crashes, writes the report (:mod:`..verdicts.reports`) and
   closes the journal. A report that cannot be written (a full disk, memory exhaustion, Ctrl-C
   during the writes) is one line naming what failed; the journal keeps every outcome, and the
   next run or ``python -m posenc report --recover`` writes the report from it.
 * :func:`threads_left_running` names the threads a spec started and left running (each is
-  attributed to the encoder whose spec started it, by :mod:`.isolation`); the run then
+  attributed to the encoder whose spec started it, by :mod:`..cases.isolation`); the run then
   ends without waiting for them (:func:`exit_past_threads`).
 """
 

@@ -137,7 +137,7 @@ def header(config, state: HarnessState, exitstatus) -> dict:
 
 
 def journal_begin(config, state: HarnessState) -> dict:
-    """What the journal's first line says of the run (:mod:`.journal`)."""
+    """What the journal's first line says of the run (:mod:`..verdicts.journal`)."""
     return dict(header={**header(config, state, None), "status": "running"}, records=state.records,
                 roles=roles(state.records), kinds={r.name: r.group for r in state.records})
 

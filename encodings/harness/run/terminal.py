@@ -1,6 +1,6 @@
 """What the run prints at its end, fitted to the terminal's width: the answer first.
 
-1. the counts of cells by state, then each surprising cell (:func:`.matrix.surprises`): its
+1. the counts of cells by state, then each surprising cell (:func:`..verdicts.matrix.surprises`): its
    first message, and the command that reruns it, broken over lines so that it still pastes;
 2. where the reports are (``verdicts.html`` first);
 3. with ``--matrix grid`` (the default), the matrix as a grid: encoders as rows, grouped by kind,

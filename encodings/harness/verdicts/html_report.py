@@ -62,7 +62,7 @@ def symbol(value: str) -> str:
 
 
 def state_descriptions() -> dict[str, str]:
-    """Each state's meaning (:func:`.states.meanings`), without the code quotes."""
+    """Each state's meaning (:func:`..catalogue.states.meanings`), without the code quotes."""
     return {state: meaning.replace("`", "") for state, meaning in states_module.meanings().items()}
 
 

@@ -6,7 +6,7 @@
   started;
 * ``{"expect": [[claim, encoder, [test ids]], …]}`` - the test ids each cell expects;
 * ``{"start": test id, "claim": …, "encoder": …}`` - a spec of a serial run about to run its
-  encoder's code (under ``-n`` a worker that dies is the controller's to report: :mod:`.collector`);
+  encoder's code (under ``-n`` a worker that dies is the controller's to report: :mod:`..cases.collector`);
 * ``{"outcome": {…}}`` - a judged spec;
 * ``{"end": status}`` - the report was written.
 

@@ -1,7 +1,7 @@
 """The verdict matrix: claims × encoders, aggregated from spec outcomes.
 
 Each spec run yields an :class:`Outcome`; a cell aggregates the outcomes of every spec of one
-claim on one encoder (:func:`posenc.harness.catalogue.states.aggregate`, states in :mod:`.states`). The
+claim on one encoder (:func:`posenc.harness.catalogue.states.aggregate`, states in :mod:`..catalogue.states`). The
 matrix is built once per run (:class:`Matrix`) and read by every report.
 """
 
