@@ -5,7 +5,8 @@ position ids from images, videos, its cache and its ``rope_deltas`` (the harness
 picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-VL's time in seconds).
 
 * VLM-1 (from MROPE-3, Qwen2-VL §2.1): text-only rows give the same logits with the model's own
-  ids, with 1D ids ``(batch, seq)`` and with equal ids on three axes, in the prompt and decoding;
+  ids, with 1D ids ``(batch, seq)`` and with equal ids on three axes, in the prompt and decoding
+  (``generate``, and a forward a token with the cache);
 * VLM-2 (from MROPE-4): ``logits(P + c) = logits(P)`` for rows with pictures, c = 1, 1000 and up to
   just below the model's maximum (the sizes users run);
 * VLM-3 (Qwen2-VL §2.1, Qwen2.5-VL §2.1): the model's own ids are ``P``: a prompt of rows with
@@ -15,9 +16,11 @@ picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-V
 * VLM-4 (mlx-vlm #1095): a batch mixing a row with a picture and a text-only row gives each row's
   logits alone, in the prompt and decoding;
 * VLM-5 (transformers #44873): after a ``generate`` on a batch of two, a forward on a batch of
-  four gives the logits of a fresh model (nothing kept from the earlier call);
-* VLM-6 (vLLM #10403): a prefill in chunks, a picture arriving in a later chunk and text chunks
-  after it, gives each chunk the logits of a fresh pass on the prefix that ends with it.
+  four with pictures, and one on a single text row, give the logits of a fresh model (nothing kept
+  from the earlier call; a crash violates it);
+* VLM-6 (vLLM #10403): a prefill in chunks gives each chunk the logits of a fresh pass on the
+  prefix that ends with it: pictures arriving after a text chunk, second pictures after a cache
+  that holds the first (a second turn), text chunks after them.
 
 Every relation runs on a copy of the model as built (``Fresh``), and counts only where it could
 fail: a given id one off (the last token's on every axis, and a picture's height) must move the
@@ -86,7 +89,7 @@ def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="th
         with torch.no_grad():
             try:
                 logits, returned = model(prompt.ids[:, start:end], position_ids=positions,
-                                         cache=None if cache is None else cache, vision=prompt.inputs(start, end))
+                                         cache=cache, vision=prompt.inputs(start, end))
             except models.NotInConvention as reason:
                 raise Excluded(f"not in the model's call convention: {reason}") from None
         model.logits_dtype = logits.dtype
@@ -162,9 +165,10 @@ def test_text_rows_read_the_same_with_own_1d_and_equal_axis_ids(record, device):
     _compare(one_d, reference, bound, "1D ids (batch, seq) give other logits than equal ids on three axes")
     own, _ = _call(fresh(), full, what="the model's own ids")
     _compare(own, reference, bound, "the model's own ids for text give other logits than equal ids on three axes")
-    steps = _generate(fresh(), full, prompt_length, "decoding text with the model's own ids")
-    _compare(steps, reference[:, prompt_length - 1 : n - 1], bound,
-             "decoding text with the model's own ids gives other logits than equal ids on three axes")
+    for how, decode in (("generate", _generate), ("a forward a token with the cache", _decode)):
+        steps = decode(fresh(), full, prompt_length, f"decoding text with the model's own ids ({how})")
+        _compare(steps, reference[:, prompt_length - 1 : n - 1], bound,
+                 f"decoding text with the model's own ids ({how}) gives other logits than equal ids on three axes")
     _teeth(fresh, full, equal, bound, "text ids")
 
 
@@ -243,40 +247,44 @@ def test_a_forward_after_generate_with_another_batch_size_keeps_nothing(record, 
     model = _subject(fresh)
     earlier = _extended(model, model.prompt([IMAGE_A, IMAGE_B], seed=5))
     _generate(model, earlier, earlier.ids.shape[1] - STEPS, "a generate on a batch of two")
+    for rows, seed in (([IMAGE_B, IMAGE_A, TEXT, IMAGE_B], 6), ([TEXT], 9)):  # with pictures; text alone
+        later = model.prompt(rows, seed=seed)
+        size = f"a forward on a batch of {len(rows)}" + ("" if later.pictures else " of text")
+        after, _ = _call(model, later, what=f"{size} after a generate on two")
+        clean, _ = _call(fresh(), later, what="the same forward on a fresh model")
+        bound = models._bound(clean, fresh.pristine, reach=later.ids.shape[1])
+        _compare(after, clean, bound, f"{size} after a generate on two reads other than on a fresh model (state "
+                 "kept from the generate)", batch=len(rows))
     later = model.prompt([IMAGE_B, IMAGE_A, TEXT, IMAGE_B], seed=6)
-    after, _ = _call(model, later, what="a forward on a batch of four after the generate")
-    clean, _ = _call(fresh(), later, what="the same forward on a fresh model")
-    bound = models._bound(clean, fresh.pristine, reach=later.ids.shape[1])
-    _compare(after, clean, bound, "a forward on a batch of four after a generate on two reads other than on a "
-             "fresh model (state kept from the generate)")
     _teeth(fresh, later, _paper(model, record, later.rows, device), bound, "a batch of four")
 
 
 # ------------------------------------------------------------------ VLM-6
 
 
-def _cuts(prompt, length: int) -> list[int]:
-    """Chunk ends: the last cut before the first picture (it arrives in a later chunk), then
-    chunks of 2 and 3 after the last picture."""
-    first = min(p.start for p in prompt.pictures)
-    last = max(p.end for p in prompt.pictures)
-    cuts = [first] if first > 0 else []
-    cuts += [c for c in (last + 2, last + 5) if c < length]
-    return [*cuts, length]
+#: Two rows with two images each, 17 tokens: the second images come after a cache that holds the first.
+TWO_IMAGES_A = (Text(2), Vision(1, 2, 2), Text(3), Vision(1, 2, 3), Text(2))
+TWO_IMAGES_B = (Text(3), Vision(1, 2, 3), Text(2), Vision(1, 2, 2), Text(2))
+#: Chunk ends for each plan: a text chunk, then the pictures, then text chunks of 2 and 3; the first
+#: pictures, then the second ones after them (a second turn), then the text.
+PLANS = (((IMAGE_A, IMAGE_B), (3, 11, 14)), ((TWO_IMAGES_A, TWO_IMAGES_B), (9, 15)))
 
 
 @pytest.mark.claim("VLM-6", **VLM)
 def test_a_chunked_prefill_through_pictures_matches_each_prefix(record, device):
-    fresh, model, _, prompt = _prompted(record, device, seed=8)
-    full = _extended(model, prompt)
-    n = full.ids.shape[1]
-    cache, start, bound = None, 0, None
-    for end in _cuts(full, n):
-        chunk, cache = _call(model, full, start=start, end=end, cache=cache,
-                             what=f"the chunk of tokens {start}…{end - 1} with the cache")
-        prefix, _ = _call(fresh(), full, end=end, what=f"a fresh pass on tokens 0…{end - 1}")
-        bound = models._bound(prefix, fresh.pristine, reach=n) if bound is None else bound
-        _compare(chunk, prefix[:, start:end], bound, f"the chunk of tokens {start}…{end - 1} reads other than a "
-                 f"fresh pass on its prefix", chunk=f"{start}…{end - 1}")
-        start = end
+    fresh = models.Fresh(record, device)
+    model = _subject(fresh)
+    for plan, (rows, ends) in enumerate(PLANS):
+        full = _extended(model, model.prompt(rows, seed=8 + plan))
+        n = full.ids.shape[1]
+        whole, _ = _call(fresh(), full, what="a fresh pass on the whole sequence")
+        bound = models._bound(whole, fresh.pristine, reach=n)
+        cache, start, chunked = None, 0, model if plan == 0 else fresh()
+        for end in (*ends, n):
+            chunk, cache = _call(chunked, full, start=start, end=end, cache=cache,
+                                 what=f"the chunk of tokens {start}…{end - 1} with the cache")
+            prefix, _ = _call(fresh(), full, end=end, what=f"a fresh pass on tokens 0…{end - 1}")
+            _compare(chunk, prefix[:, start:end], bound, f"the chunk of tokens {start}…{end - 1} reads other than "
+                     "a fresh pass on its prefix", chunk=f"{start}…{end - 1}")
+            start = end
     _teeth(fresh, full, _paper(model, record, full.rows, device), bound, "chunks through pictures")

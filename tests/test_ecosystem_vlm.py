@@ -8,10 +8,11 @@ Known, in the pinned transformers 5.24:
   (merged), below the video's time ids when the video runs longer than it is wide (VLM-3). The
   papers, and the reference code transformers shipped before, resume at the largest id plus one;
   the stored ``rope_deltas`` do, so a decode after such a prompt also jumps.
-* A forward whose chunk brings a picture after cached tokens calls ``get_rope_index`` on the chunk
-  alone: its ids count from 0, not from the cache (VLM-6). ``generate`` computes the ids on the whole
-  sequence and is not affected; a chunked prefill or a second turn with a new image through
-  ``forward`` is.
+* A forward whose chunk brings a picture after cached tokens gives it wrong ids (VLM-6): after a
+  text-only cache, ``get_rope_index`` on the chunk alone, counting from 0; after a cache that holds
+  a picture (a second turn), text ids continuing the cache plus the first picture's delta, the new
+  picture's grid ignored. Only ``generate`` computes new pictures' ids on the whole sequence; a
+  chunked prefill or a second turn through ``forward`` gets no error, only the wrong ids.
 """
 
 from __future__ import annotations
@@ -105,6 +106,16 @@ def test_text_after_a_video_resumes_below_its_time_ids(name):
     assert (float((step - fresh).abs().max()) > 1e-2) == jumps
 
 
+def _continued(model, ids, types, cut, chunk, **given):
+    """The logits of ``chunk`` (tokens ``cut:``) after a cache of tokens ``:cut``, a new sequence."""
+    model.model.rope_deltas = None  # nothing kept from an earlier call
+    head = {k: v for k, v in chunk.items() if k == "head"}
+    first = model(input_ids=ids[:, :cut], use_cache=True, mm_token_type_ids=types[:, :cut], **head.get("head", {}))
+    rest = {k: v for k, v in chunk.items() if k != "head"}
+    return model(input_ids=ids[:, cut:], mm_token_type_ids=types[:, cut:], cache=first.cache, use_cache=True,
+                 **rest, **given).logits
+
+
 @pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-6"}))
 def test_a_picture_in_a_later_chunk_gets_ids_from_zero(name):
     needs("transformers")
@@ -114,13 +125,38 @@ def test_a_picture_in_a_later_chunk_gets_ids_from_zero(name):
     grid = torch.tensor([[1, 4, 6]])
     pixels = torch.randn(int(grid.prod()), 3 * 2 * 2 * 2)
     types = (ids == image).long()
+    picture = dict(pixel_values=pixels, image_grid_thw=grid)
     with torch.no_grad():
-        full = model(input_ids=ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=types).logits
-        first = model(input_ids=ids[:, :2], use_cache=True, mm_token_type_ids=types[:, :2])
-        chunk = dict(input_ids=ids[:, 2:], pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=types[:, 2:])
-        own = model(**chunk, cache=first.cache, use_cache=True).logits
+        full = model(input_ids=ids, mm_token_type_ids=types, **picture).logits
+        own = _continued(model, ids, types, 2, picture)
+        local, _ = model.model.get_rope_index(ids[:, 2:], mm_token_type_ids=types[:, 2:], image_grid_thw=grid)
+        from_zero = _continued(model, ids, types, 2, picture, position_ids=local)
         index, _ = model.model.get_rope_index(ids, mm_token_type_ids=types, image_grid_thw=grid)
-        first = model(input_ids=ids[:, :2], use_cache=True, mm_token_type_ids=types[:, :2])
-        given = model(**chunk, cache=first.cache, use_cache=True, position_ids=index[:, :, 2:]).logits
-    assert float((own - full[:, 2:]).abs().max()) > 1e-2  # the chunk's own ids are wrong
-    assert float((given - full[:, 2:]).abs().max()) < 1e-4  # with the whole row's ids it matches
+        right = _continued(model, ids, types, 2, picture, position_ids=index[:, :, 2:])
+    assert float((own - full[:, 2:]).abs().max()) > 1e-2  # the chunk's own ids are wrong:
+    assert float((own - from_zero).abs().max()) < 1e-5  # they are the chunk's alone, from 0
+    assert float((right - full[:, 2:]).abs().max()) < 1e-4  # with the whole row's ids it matches
+
+
+@pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-6"}))
+def test_a_picture_after_cached_pictures_gets_text_ids(name):
+    """A second turn: the cache holds a picture (``rope_deltas`` set), the chunk brings another."""
+    needs("transformers")
+    model = _model(name)
+    image = TOKENS["image_token_id"]
+    ids = torch.tensor([[5, *([image] * 4), 6, *([image] * 6), 7, 8]])  # text, 2 × 2 image, text, 2 × 3, text 2
+    grids = torch.tensor([[1, 4, 4], [1, 4, 6]])
+    pixels = torch.randn(int(grids.prod(-1).sum()), 3 * 2 * 2 * 2)
+    types = (ids == image).long()
+    first_pixels, second_pixels = pixels[:16], pixels[16:]
+    cached = {"head": dict(pixel_values=first_pixels, image_grid_thw=grids[:1])}
+    second = dict(pixel_values=second_pixels, image_grid_thw=grids[1:])
+    with torch.no_grad():
+        full = model(input_ids=ids, mm_token_type_ids=types, pixel_values=pixels, image_grid_thw=grids).logits
+        own = _continued(model, ids, types, 6, {**cached, **second})
+        delta = int(model.model.get_rope_index(ids[:, :6], mm_token_type_ids=types[:, :6],
+                                               image_grid_thw=grids[:1])[1])
+        text_like = torch.arange(6 + delta, ids.shape[1] + delta).expand(3, 1, -1)
+        as_text = _continued(model, ids, types, 6, {**cached, **second}, position_ids=text_like)
+    assert float((own - full[:, 6:]).abs().max()) > 1e-2  # the new picture's own ids are wrong:
+    assert float((own - as_text).abs().max()) < 1e-5  # text ids after the cache, plus the first picture's delta

@@ -28,7 +28,8 @@ MULTIAXIS_ENCODERS = "hf_*_mrope,hf_*_rope2d"
 #: transformers 5.24's Qwen2-VL and Qwen2.5-VL resume text after a video at ``start + max(h, w)``, below the
 #: video's own time ids when they run further (VLM-3: the papers' rule is the largest id plus one).
 VLM_RESUME_BELOW_VIDEO_TIME = ("vlm_qwen2_vl", "vlm_qwen2_5_vl")
-#: A forward whose chunk brings a picture after cached tokens counts that chunk's ids from 0 (VLM-6).
+#: A forward whose chunk brings a picture after cached tokens gives it wrong ids, with no error (VLM-6): from 0
+#: after a text-only cache, text ids plus the old delta after a cache that holds a picture.
 VLM_LATER_CHUNK_PICTURE = ("vlm_qwen2_vl", "vlm_qwen2_5_vl", "vlm_qwen3_vl")
 #: The vision-language models' FAIL cells, and the records their own run selects.
 VLM_FINDINGS: frozenset[tuple[str, str]] = frozenset(

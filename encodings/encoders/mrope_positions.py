@@ -7,8 +7,8 @@ axes (Qwen2-VL, arXiv 2409.12191 §2.1; Qwen2.5-VL, arXiv 2502.13923 §2.1):
 * an image or a video of ``t × h × w`` tokens (after the vision tower's merges), starting at ``s``
   (the largest id so far plus one): height ``s + i``, width ``s + j``, and time ``s + k`` by frame
   index (Qwen2-VL, ``time="frames"``) or ``s + ⌊k · Δ · r⌋`` by absolute time (Qwen2.5-VL,
-  ``time="seconds"``: ``Δ`` seconds between temporal tokens, ``r`` ids per second), quantised after
-  the product (a step of 0.5 ids still advances);
+  ``time="seconds"``: ``Δ`` seconds between temporal tokens, ``r`` ids per second), truncated after
+  the product (a step of 0.5 ids still advances), as the models' code does;
 * after the row, the next token continues at ``max + 1``: ``delta = max + 1 − n`` is what a
   decode adds to its cache length (transformers' ``rope_deltas``).
 
@@ -58,7 +58,7 @@ def _time_ids(segment: Vision, time: str, ids_per_second: float) -> torch.Tensor
     k = torch.arange(segment.frames, dtype=torch.float64)
     if time == "frames":
         return k.long()
-    return torch.floor(k * segment.seconds * ids_per_second + 1e-9).long()
+    return (k * segment.seconds * ids_per_second).long()
 
 
 def mrope_positions(segments, time: str = "frames", ids_per_second: float = 1.0,

@@ -154,12 +154,13 @@ def _row_delta_of_first(self, deltas, types):
 
 def _stale_deltas(self, input_ids, image_grid_thw=None, video_grid_thw=None, inputs_embeds=None,
                   attention_mask=None, cache=None, second_per_grid_ts=None, mm_token_type_ids=None, **kwargs):
-    """a forward without a cache reuses the deltas an earlier generate stored, repeated to its batch
-    (transformers #44873)"""
+    """a text-only forward without a cache reuses the deltas an earlier generate stored, repeated to
+    its batch (transformers #44873: wrong ids, or a crash where the batch is smaller)"""
     held = 0 if cache is None else cache.get_seq_length()
-    if not held and input_ids is not None and self.rope_deltas is not None:
+    pictures = image_grid_thw is not None or video_grid_thw is not None
+    if not held and not pictures and input_ids is not None and self.rope_deltas is not None:
         batch, n = input_ids.shape
-        stale = self.rope_deltas.repeat_interleave(max(1, batch // self.rope_deltas.shape[0]), dim=0)[:batch]
+        stale = self.rope_deltas.repeat_interleave(batch // self.rope_deltas.shape[0], dim=0)
         return torch.arange(n, device=input_ids.device).expand(3, batch, n) + stale[None]
     return type(self).__mro__[1].compute_3d_position_ids(
         self, input_ids, image_grid_thw, video_grid_thw, inputs_embeds, attention_mask, cache, second_per_grid_ts,

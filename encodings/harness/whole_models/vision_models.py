@@ -132,12 +132,20 @@ class HFVisionLanguageLM(HFCausalLM):
         return VisionPrompt(torch.stack(ids).to(device), tuple(tuple(r) for r in rows), tuple(pictures),
                             torch.stack(types).to(device))
 
+    def _taken(self, vision: dict | None) -> dict:
+        """The vision keywords this model takes: video seconds only where its time runs in seconds."""
+        vision = dict(vision or {})
+        if self.traits.video_time != "seconds":
+            vision.pop("second_per_grid_ts", None)
+        return vision
+
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None,
                 vision=None):
         if not vision:
             return super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
         from transformers import DynamicCache
 
+        vision = self._taken(vision)
         arguments = {"input_ids": input_ids, "use_cache": True, **vision,
                      self.cache_argument: DynamicCache(config=self.model.config) if cache is None else cache}
         if position_ids is not None:
@@ -149,4 +157,4 @@ class HFVisionLanguageLM(HFCausalLM):
         return out.logits, returned if returned is not None else getattr(out, "past_key_values", None)
 
     def generate(self, input_ids, attention_mask, prompt: int, vision=None) -> torch.Tensor:
-        return super().generate(input_ids, attention_mask, prompt, **(vision or {}))
+        return super().generate(input_ids, attention_mask, prompt, **self._taken(vision))
