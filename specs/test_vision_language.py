@@ -13,8 +13,8 @@ picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-V
   pictures of unequal grids (and a video where the model declares its time rule) gives the
   logits of ``P`` given, and decoding after it (the model's ``generate``) continues each row from
   its own largest id plus one;
-* VLM-4 (mlx-vlm #1095): a batch mixing a row with a picture and a text-only row gives each row's
-  logits alone, in the prompt and decoding;
+* VLM-4 (mlx-vlm #1095): a batch mixing a row with a picture and a text-only row (of its length, or
+  shorter and left-padded with its mask) gives each row's logits alone, in the prompt and decoding;
 * VLM-5 (transformers #44873): after a ``generate`` on a batch of two, a forward on a batch of
   four with pictures, and one on a single text row, give the logits of a fresh model (nothing kept
   from the earlier call; a crash violates it);
@@ -34,6 +34,7 @@ import torch
 
 from posenc.encoders.mrope_positions import Text, Vision, mrope_positions
 from posenc.harness.references.contract import Excluded
+from posenc.harness.whole_models.vision_models import Pad
 from specs import support as s
 from specs import test_models as models
 
@@ -69,9 +70,14 @@ def _prompted(record, device, seed):
 
 
 def _paper(model, record, rows, device) -> torch.Tensor:
-    """The paper's ids of ``rows``, ``(3, batch, n)``."""
+    """The paper's ids of ``rows``, ``(3, batch, n)`` (0 at a row's left pads)."""
     time = record.model.video_time or "frames"
-    return torch.stack([mrope_positions(row, time, model.ids_per_second)[0] for row in rows], dim=1).to(device)
+
+    def ids(row):
+        pads = sum(s.length for s in row if isinstance(s, Pad))
+        found, _ = mrope_positions([s for s in row if not isinstance(s, Pad)], time, model.ids_per_second)
+        return torch.cat((torch.zeros(3, pads, dtype=torch.long), found), dim=1)
+    return torch.stack([ids(row) for row in rows], dim=1).to(device)
 
 
 def _extended(model, prompt, seed=7):
@@ -79,7 +85,7 @@ def _extended(model, prompt, seed=7):
     tail = model.prompt([(Text(STEPS),)] * prompt.ids.shape[0], seed)
     rows = tuple((*row, Text(STEPS)) for row in prompt.rows)
     return type(prompt)(torch.cat((prompt.ids, tail.ids), 1), rows, prompt.pictures,
-                        torch.cat((prompt.types, tail.types), 1))
+                        torch.cat((prompt.types, tail.types), 1), torch.cat((prompt.mask, tail.mask), 1))
 
 
 def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="the call"):
@@ -88,7 +94,8 @@ def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="th
     def run():
         with torch.no_grad():
             try:
-                logits, returned = model(prompt.ids[:, start:end], position_ids=positions,
+                mask = prompt.mask[:, :end] if prompt.padded else None
+                logits, returned = model(prompt.ids[:, start:end], position_ids=positions, attention_mask=mask,
                                          cache=cache, vision=prompt.inputs(start, end))
             except models.NotInConvention as reason:
                 raise Excluded(f"not in the model's call convention: {reason}") from None
@@ -100,7 +107,7 @@ def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="th
 def _generate(model, full, prompt_length, what):
     def run():
         with torch.no_grad():
-            logits = model.generate(full.ids, torch.ones_like(full.ids), prompt_length,
+            logits = model.generate(full.ids, full.mask, prompt_length,
                                     vision=full.inputs(0, prompt_length))
         model.logits_dtype = logits.dtype
         return logits.to(torch.float64)
@@ -214,27 +221,35 @@ def test_own_ids_are_the_papers_and_decoding_continues_each_row(record, device):
 # ------------------------------------------------------------------ VLM-4
 
 
+#: VLM-4's batches: a row with a picture beside a text row of its length, and beside a shorter text
+#: row left-padded to it (batched generation of prompts of unequal lengths).
+MIXED = ((IMAGE_A, TEXT), (IMAGE_A, (Pad(4), Text(9))))
+
+
 @pytest.mark.claim("VLM-4", **VLM)
 def test_a_row_with_a_picture_and_a_text_row_read_as_each_alone(record, device):
     fresh = models.Fresh(record, device)
     model = _subject(fresh)
-    full = _extended(model, model.prompt([IMAGE_A, TEXT], seed=4))
-    prompt_length = full.ids.shape[1] - STEPS
-    prompt_logits, _ = _call(fresh(), full, end=prompt_length, what="the mixed batch's prompt")
     decodes = {"generate": _generate, "a forward a token with the cache": _decode}
-    steps = {how: decode(fresh(), full, prompt_length, f"decoding the mixed batch ({how})")
-             for how, decode in decodes.items()}
-    for row in range(2):
-        alone = full.select([row])
-        alone_logits, _ = _call(fresh(), alone, end=prompt_length, what=f"row {row} alone")
-        bound = models._bound(alone_logits, fresh.pristine, reach=full.ids.shape[1])
-        kind = "the text-only row" if row else "the row with a picture"
-        _compare(prompt_logits[row : row + 1], alone_logits, bound,
-                 f"{kind} of a mixed batch reads other than alone, in the prompt")
-        for how, decode in decodes.items():
-            alone_steps = decode(fresh(), alone, prompt_length, f"decoding row {row} alone ({how})")
-            _compare(steps[how][row : row + 1], alone_steps, bound,
-                     f"{kind} of a mixed batch decodes other than alone ({how})")
+    for case, rows in enumerate(MIXED):
+        full = _extended(model, model.prompt(rows, seed=4 + case))
+        prompt_length = full.ids.shape[1] - STEPS
+        padding = " (left-padded)" if full.padded else ""
+        prompt_logits, _ = _call(fresh(), full, end=prompt_length, what=f"the mixed batch's prompt{padding}")
+        steps = {how: decode(fresh(), full, prompt_length, f"decoding the mixed batch{padding} ({how})")
+                 for how, decode in decodes.items()}
+        for row in range(2):
+            alone = full.alone(row)
+            pads = full.ids.shape[1] - alone.ids.shape[1]
+            alone_logits, _ = _call(fresh(), alone, end=prompt_length - pads, what=f"row {row} alone")
+            bound = models._bound(alone_logits, fresh.pristine, reach=full.ids.shape[1])
+            kind = "the text-only row" if row else "the row with a picture"
+            _compare(prompt_logits[row : row + 1, pads:], alone_logits, bound,
+                     f"{kind} of a mixed batch{padding} reads other than alone, in the prompt")
+            for how, decode in decodes.items():
+                alone_steps = decode(fresh(), alone, prompt_length - pads, f"decoding row {row} alone ({how})")
+                _compare(steps[how][row : row + 1], alone_steps, bound,
+                         f"{kind} of a mixed batch{padding} decodes other than alone ({how})")
     _teeth(fresh, full, _paper(model, record, full.rows, device), bound, "a mixed batch")
 
 

@@ -8,6 +8,9 @@ Known, in the pinned transformers 5.24:
   (merged), below the video's time ids when the video runs longer than it is wide (VLM-3). The
   papers, and the reference code transformers shipped before, resume at the largest id plus one;
   the stored ``rope_deltas`` do, so a decode after such a prompt also jumps.
+* A decode step through ``forward`` of a left-padded batch with a picture builds M-RoPE ids for every
+  position its mask covers, cache included, and the attention fails on the sizes (VLM-4, all three
+  families); the prompt and ``generate`` read each row as alone.
 * A forward whose chunk brings a picture after cached tokens gives it wrong ids (VLM-6): after a
   text-only cache, ``get_rope_index`` on the chunk alone, counting from 0; after a cache that holds
   a picture (a second turn), text ids continuing the cache plus the first picture's delta, the new
@@ -47,7 +50,7 @@ def test_every_cell_is_as_declared_and_only_the_findings_are_red(vlm_run):
                 wrong[(name, claim)] = f"{state}, declared {expected}"
     assert not wrong, wrong
     assert result.returncode == 1  # the findings are FAIL
-    for claim in ("VLM-1", "VLM-2", "VLM-4", "VLM-5"):
+    for claim in ("VLM-1", "VLM-2", "VLM-5"):
         assert set(verdicts["matrix"][claim].values()) == {State.HOLDS}, claim
 
 
@@ -58,7 +61,7 @@ def test_each_finding_names_its_row_or_chunk_and_a_reproducer(vlm_run):
                  if (o["encoder"], o["claim"]) == (encoder, claim) and o["state"] == State.UNEXPECTEDLY_FAILING]
         assert found and all("--plugin posenc.ecosystem" in o["reproducer"] for o in found), (encoder, claim)
         said = " ".join(o["message"] for o in found)
-        assert ("row 2" in said) if claim == "VLM-3" else ("the chunk of tokens" in said), said
+        assert {"VLM-3": "row 2", "VLM-4": "(left-padded)", "VLM-6": "the chunk of tokens"}[claim] in said, said
 
 
 # Standalone: transformers' models and calls alone, no harness.
@@ -160,3 +163,37 @@ def test_a_picture_after_cached_pictures_gets_text_ids(name):
         as_text = _continued(model, ids, types, 6, {**cached, **second}, position_ids=text_like)
     assert float((own - full[:, 6:]).abs().max()) > 1e-2  # the new picture's own ids are wrong:
     assert float((own - as_text).abs().max()) < 1e-5  # text ids after the cache, plus the first picture's delta
+
+
+@pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-4"}))
+def test_a_padded_decode_through_forward_builds_ids_for_the_whole_mask(name):
+    """A left-padded batch with a picture: the prompt and ``generate`` read each row as alone, but a
+    decode step through ``forward`` with the mask builds M-RoPE ids for every position the mask
+    covers, cache included, and the attention then fails on the sizes."""
+    needs("transformers")
+    model = _model(name)
+    image = TOKENS["image_token_id"]
+    ids = torch.tensor([[5, 6, *([image] * 6), 7, 8], [0, 0, 0, 9, 10, 11, 12, 13, 14, 15]])  # row 1 padded by 3
+    mask = torch.tensor([[1] * 10, [0] * 3 + [1] * 7])
+    types = (ids == image).long()
+    grid = torch.tensor([[1, 4, 6]])
+    picture = dict(pixel_values=torch.randn(int(grid.prod()), 3 * 2 * 2 * 2), image_grid_thw=grid)
+    step = torch.tensor([[20], [21]])
+    with torch.no_grad():
+        prompt = model(input_ids=ids, attention_mask=mask, mm_token_type_ids=types, use_cache=True, **picture)
+        alone = model(input_ids=ids[1:, 3:], mm_token_type_ids=types[1:, 3:]).logits
+        assert float((prompt.logits[1, 3:] - alone[0]).abs().max()) < 1e-4  # the prompt is right
+        generated = model.generate(ids, attention_mask=mask, mm_token_type_ids=types, max_new_tokens=2,
+                                   do_sample=False, output_logits=True, return_dict_in_generate=True,
+                                   pad_token_id=0, eos_token_id=None, **picture)
+        following = torch.cat((ids[1:, 3:], generated.sequences[1:, 10:11]), 1)
+        again = model(input_ids=following, mm_token_type_ids=torch.zeros_like(following)).logits
+        assert float((generated.logits[1][1] - again[0, -1]).abs().max()) < 1e-4  # so is generate
+        longer = torch.cat((mask, torch.ones(2, 1, dtype=torch.long)), 1)
+        built = model.model.compute_3d_position_ids(
+            input_ids=step, image_grid_thw=None, video_grid_thw=None, inputs_embeds=model.get_input_embeddings()(step),
+            attention_mask=longer, cache=prompt.cache, mm_token_type_ids=torch.zeros_like(step))
+        assert built.shape[-1] == longer.shape[1] != step.shape[1]  # ids for the whole mask, not the new token
+        with pytest.raises(RuntimeError, match="must match the size"):
+            model(input_ids=step, attention_mask=longer, cache=prompt.cache, use_cache=True,
+                  mm_token_type_ids=torch.zeros_like(step))

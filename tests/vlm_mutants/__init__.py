@@ -56,15 +56,15 @@ def _classes():
 
         def get_rope_index(self, input_ids, mm_token_type_ids, image_grid_thw=None, video_grid_thw=None,
                            second_per_grid_ts=None, attention_mask=None, **kwargs):
-            if attention_mask is not None and not bool(attention_mask.bool().all()):
-                raise NotImplementedError("the control builds ids for unpadded rows only")
+            kept = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
             merge = self.config.vision_config.spatial_merge_size
             grids = {1: iter((image_grid_thw if image_grid_thw is not None else torch.zeros(0, 3)).tolist()),
                      2: iter((video_grid_thw if video_grid_thw is not None else torch.zeros(0, 3)).tolist())}
             seconds = iter(second_per_grid_ts.tolist() if second_per_grid_ts is not None else [])
             positions = torch.zeros(3, *input_ids.shape, dtype=torch.long, device=input_ids.device)
             deltas = []
-            for row, types in enumerate(mm_token_type_ids.tolist()):
+            for row in range(input_ids.shape[0]):
+                types = mm_token_type_ids[row][kept[row]].tolist()  # a row's tokens, its pads left out
                 ids, following, j = [], 0, 0
                 while j < len(types):
                     if types[j] == 0:
@@ -77,7 +77,7 @@ def _classes():
                              for k in range(t) for y in range(h // merge) for x in range(w // merge)]
                     ids += block
                     following, j = max(max(b) for b in block) + 1, j + len(block)
-                positions[:, row] = torch.tensor(ids, device=input_ids.device).T
+                positions[:, row, kept[row]] = torch.tensor(ids, device=input_ids.device).T
                 deltas.append(following - len(types))
             deltas = torch.tensor(deltas, device=input_ids.device).unsqueeze(1)
             return positions, self.row_deltas(deltas, mm_token_type_ids)
@@ -100,11 +100,14 @@ def _classes():
             pictures = image_grid_thw is not None or video_grid_thw is not None
             if input_ids is not None and mm_token_type_ids is not None and pictures:
                 ids, deltas = self.get_rope_index(input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw,
-                                                  second_per_grid_ts)
+                                                  second_per_grid_ts, attention_mask)
                 self.rope_deltas = previous + deltas
                 return ids + held + previous.to(device)[None]
             if not held:
                 self.rope_deltas = torch.zeros(batch, 1, dtype=torch.long, device=device)
+            if attention_mask is not None and not bool(attention_mask.bool().all()):  # count a row's tokens only
+                counted = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -n:]
+                return counted[None].expand(3, -1, -1) + self.continuing_delta(previous, n).to(device)[None]
             return self.text_ids(held, n, batch, device) + self.continuing_delta(previous, n).to(device)[None]
 
     class FixedLM(Qwen2_5_VLForConditionalGeneration):

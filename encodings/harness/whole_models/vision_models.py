@@ -28,6 +28,17 @@ IMAGE, VIDEO = 1, 2  # transformers' token types (0: text)
 
 
 @dataclass(frozen=True)
+class Pad:
+    """``length`` pad tokens at the start of a row (left padding), masked out."""
+
+    length: int
+
+
+def _length(segment) -> int:
+    return segment.length if isinstance(segment, Pad) else segment_length(segment)
+
+
+@dataclass(frozen=True)
 class Picture:
     """One image or video of a prompt: its row, its first token, its segment and its pixels."""
 
@@ -45,12 +56,26 @@ class Picture:
 
 @dataclass(frozen=True)
 class VisionPrompt:
-    """A batch of rows of equal length: ids ``(batch, n)``, each row's segments, its pictures."""
+    """A batch of rows of equal length: ids ``(batch, n)``, each row's segments, its pictures, the
+    attention mask (0 at a row's left pads)."""
 
     ids: torch.Tensor
     rows: tuple[tuple, ...]
     pictures: tuple[Picture, ...]
     types: torch.Tensor  # (batch, n): 0 text, IMAGE, VIDEO
+    mask: torch.Tensor  # (batch, n): 1 a token, 0 a pad
+
+    @property
+    def padded(self) -> bool:
+        return not bool(self.mask.bool().all())
+
+    def alone(self, row: int) -> "VisionPrompt":
+        """Row ``row`` alone, without its pads."""
+        pads = sum(s.length for s in self.rows[row] if isinstance(s, Pad))
+        one = self.select([row])
+        pictures = tuple(Picture(0, p.start - pads, p.segment, p.kind, p.pixels, p.grid) for p in one.pictures)
+        return VisionPrompt(one.ids[:, pads:], (tuple(s for s in self.rows[row] if not isinstance(s, Pad)),),
+                            pictures, one.types[:, pads:], one.mask[:, pads:])
 
     def select(self, rows) -> "VisionPrompt":
         """The prompt of ``rows`` alone, in that order."""
@@ -59,7 +84,8 @@ class VisionPrompt:
         pictures = tuple(Picture(order[p.row], p.start, p.segment, p.kind, p.pixels, p.grid)
                          for p in sorted((p for p in self.pictures if p.row in order),
                                          key=lambda p: (order[p.row], p.start)))
-        return VisionPrompt(self.ids[rows], tuple(self.rows[r] for r in rows), pictures, self.types[rows])
+        return VisionPrompt(self.ids[rows], tuple(self.rows[r] for r in rows), pictures, self.types[rows],
+                            self.mask[rows])
 
     def inputs(self, start: int = 0, end: int | None = None) -> dict:
         """The vision keywords for tokens ``start … end − 1`` of every row: the pictures wholly
@@ -100,23 +126,28 @@ class HFVisionLanguageLM(HFCausalLM):
         channels = int(getattr(self.vision_config, "in_channels", getattr(self.vision_config, "in_chans", 3)))
         self.patch_width = channels * int(self.vision_config.temporal_patch_size) \
             * int(self.vision_config.patch_size) ** 2
+        self.pad_token = int(getattr(config.text_config, "pad_token_id", None) or 0)
         specials = {getattr(config, a, None) for a in ("image_token_id", "video_token_id", "vision_start_token_id",
                                                        "vision_end_token_id", "pad_token_id", "eos_token_id")}
         self.text_tokens = torch.tensor([t for t in range(3, int(config.text_config.vocab_size)) if t not in specials])
 
     def prompt(self, rows, seed: int = 0) -> VisionPrompt:
-        """Token ids and pixels for ``rows`` (each a sequence of segments, all of one length)."""
-        lengths = {sum(segment_length(s) for s in row) for row in rows}
+        """Token ids and pixels for ``rows`` (each a sequence of segments, all of one length; a
+        :class:`Pad` first pads a row on the left)."""
+        lengths = {sum(_length(s) for s in row) for row in rows}
         if len(lengths) != 1:
             raise ValueError(f"the rows of a prompt must have one length, got {sorted(lengths)}")
         g = torch.Generator().manual_seed(seed)
         device = next(self.model.parameters()).device
-        ids, types, pictures = [], [], []
+        ids, types, pictures, masks = [], [], [], []
         for r, row in enumerate(rows):
             row_ids, row_types, at = [], [], 0
             for segment in row:
-                n = segment_length(segment)
-                if isinstance(segment, Text):
+                n = _length(segment)
+                if isinstance(segment, Pad):
+                    row_ids.append(torch.full((n,), self.pad_token))
+                    row_types.append(torch.zeros(n, dtype=torch.long))
+                elif isinstance(segment, Text):
                     row_ids.append(self.text_tokens[torch.randint(len(self.text_tokens), (n,), generator=g)])
                     row_types.append(torch.zeros(n, dtype=torch.long))
                 else:
@@ -129,8 +160,10 @@ class HFVisionLanguageLM(HFCausalLM):
                 at += n
             ids.append(torch.cat(row_ids))
             types.append(torch.cat(row_types))
+            pads = sum(s.length for s in row if isinstance(s, Pad))
+            masks.append(torch.cat((torch.zeros(pads, dtype=torch.long), torch.ones(at - pads, dtype=torch.long))))
         return VisionPrompt(torch.stack(ids).to(device), tuple(tuple(r) for r in rows), tuple(pictures),
-                            torch.stack(types).to(device))
+                            torch.stack(types).to(device), torch.stack(masks).to(device))
 
     def _taken(self, vision: dict | None) -> dict:
         """The vision keywords this model takes: video seconds only where its time runs in seconds."""
