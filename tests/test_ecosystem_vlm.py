@@ -9,7 +9,7 @@ Known, in the pinned transformers 5.24:
   papers, and the reference code transformers shipped before, resume at the largest id plus one;
   the stored ``rope_deltas`` do, so a decode after such a prompt also jumps.
 * A decode step through ``forward`` of a left-padded batch with a picture builds M-RoPE ids for every
-  position its mask covers, cache included, and the attention fails on the sizes (VLM-4, all three
+  position its mask covers, cache included, and the attention fails on the sizes (VLM-4, all four
   families); the prompt and ``generate`` read each row as alone.
 * A forward whose chunk brings a picture after cached tokens gives it wrong ids (VLM-6): after a
   text-only cache, ``get_rope_index`` on the chunk alone, counting from 0; after a cache that holds
@@ -194,6 +194,6 @@ def test_a_padded_decode_through_forward_builds_ids_for_the_whole_mask(name):
             input_ids=step, image_grid_thw=None, video_grid_thw=None, inputs_embeds=model.get_input_embeddings()(step),
             attention_mask=longer, cache=prompt.cache, mm_token_type_ids=torch.zeros_like(step))
         assert built.shape[-1] == longer.shape[1] != step.shape[1]  # ids for the whole mask, not the new token
-        with pytest.raises(RuntimeError, match="must match the size"):
+        with pytest.raises(RuntimeError, match="must match"):
             model(input_ids=step, attention_mask=longer, cache=prompt.cache, use_cache=True,
                   mm_token_type_ids=torch.zeros_like(step))

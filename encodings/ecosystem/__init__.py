@@ -14,7 +14,7 @@ dtype, a cache or a bound. Each record declares what the library promises, citin
 * :mod:`.transformers_mrope` - the multi-axis rotary classes of the vision-language models (M-RoPE of
   Qwen2-VL … Ernie 4.5 VL, the 2D RoPE of Qwen2-VL's and Pixtral's vision towers) with their models'
   apply functions (``hf_*_mrope``, ``hf_*_rope2d``);
-* :mod:`.transformers_vlms` - transformers' vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), built
+* :mod:`.transformers_vlms` - transformers' vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4.1V), built
   tiny with their vision towers, for the VLM relations (``vlm_*``);
 * :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``);
 * :mod:`.x_transformers_rope` - ``RotaryEmbedding`` with ``apply_rotary_pos_emb`` (``xtf_*``);

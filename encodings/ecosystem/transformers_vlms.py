@@ -7,11 +7,13 @@ vocabulary 128, ``max_position_embeddings`` 4096, eager attention, float32, ``in
 0.2 (the model relations' reasons); a vision tower of 1 block, width 32, patches of 2 × 2 pixels
 and 2 frames, merged 2 × 2 into one token. Pictures are random pixels with their grids and token
 types, as a processor would hand them over. Qwen2.5-VL's ``tokens_per_second`` is 2, so that its
-videos' time ids (seconds) differ from frame indices; Qwen3-VL separates video frames by
-timestamps (text), so only its images are judged (``video_time`` None).
+videos' time ids (seconds) differ from frame indices; Qwen3-VL and GLM-4.1V separate video frames
+by timestamps (text), so only their images are judged (``video_time`` None). GLM-4.1V rotates half
+of each head with shares 8:12:12; here its head is 32 wide, so that 2:3:3 of its 8 rotated pairs
+keep those shares.
 
 The model relations (MODEL-*) are judged on each family's text model as a causal LM (``lm_qwen2``,
-``lm_qwen3``): here they are declared n/a.
+``lm_qwen3``, ``lm_glm4``): here they are declared n/a.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ CONFIGS = {
                        {"video_time": "seconds"}),
     "vlm_qwen3_vl": ("Qwen3VLConfig", {"head_dim": 16, "rope_parameters": _rope((4, 2, 2), mrope_interleaved=True)},
                      {"num_position_embeddings": 64, "deepstack_visual_indexes": [0]}, {"video_time": None}),
+    # GLM-4.1V's shares 8:12:12 of a half-rotated head, at head_dim 32: 2:3:3 of 8 rotated pairs
+    "vlm_glm4v": ("Glm4vConfig", {"head_dim": 32, "rope_parameters": _rope((2, 3, 3), partial_rotary_factor=0.5)},
+                  {}, {"video_time": None}),
 }
 
 
@@ -70,7 +75,7 @@ def _register() -> None:
         traits = ModelTraits(max_position=MAX_POSITION, vocab_size=VOCAB, vision=True, packing="none",
                              library=f"transformers {version('transformers')} {family}", **fields)
         text_path = not_applicable("a claim about a causal LM's text path: judged on the family's text "
-                                   "model (lm_qwen2, lm_qwen3); here the VLM relations")
+                                   "model (lm_qwen2, lm_qwen3, lm_glm4); here the VLM relations")
         posenc.register(posenc.EncoderRecord(
             name=name, build=_build(config_class, text, vision, traits) if present else missing("transformers"),
             kind="model", origin=ORIGIN, model=traits,
