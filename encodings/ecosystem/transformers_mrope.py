@@ -87,6 +87,16 @@ def _apply(module: str, function: str = "apply_rotary_pos_emb", **arguments):
     return apply
 
 
+def _text_rotary(module: str, prefix: str, geometry: posenc.RotaryGeometry, rotary_class: str | None = None,
+                 **rope) -> tuple:
+    """A text M-RoPE row of :data:`CONFIGURATIONS` up to its description: its geometry, design, build
+    (``{prefix}TextConfig``, ``rotary_class`` or ``{prefix}TextRotaryEmbedding``), the model's apply
+    function and its modelling file."""
+    rotary_class = rotary_class or f"{prefix}TextRotaryEmbedding"
+    return (geometry, ("mrope",), _text_build(module, f"{prefix}TextConfig", rotary_class, geometry, **rope),
+            _apply(module, unsqueeze_dim=2), f"{module}/modeling_{module}.py")
+
+
 class PatchGrid(nn.Module):
     """A vision rotary class, which takes ``[h, w]`` per patch (``(patches, 2)``), on the specs'
     positions: ``(2, batch, seq)`` flattened to patches, text ids ``(batch, seq)`` the same on both
@@ -164,52 +174,33 @@ _FREQUENCY_GRID = posenc.refuted("H takes the even θ_k of base^(−2k/d), W the
 #: name -> (geometry, designs, build, apply, model file, description, claims beyond _COMMON)
 CONFIGURATIONS = {
     "qwen2vl_mrope": (
-        QWEN2_VL, ("mrope",), _text_build("qwen2_vl", "Qwen2VLTextConfig", "Qwen2VLRotaryEmbedding", QWEN2_VL),
-        _apply("qwen2_vl", unsqueeze_dim=2), "qwen2_vl/modeling_qwen2_vl.py",
+        *_text_rotary("qwen2_vl", "Qwen2VL", QWEN2_VL, "Qwen2VLRotaryEmbedding"),
         "Qwen2VLRotaryEmbedding, mrope_section 2:3:3 (16:24:24 of a 128 head), with apply_rotary_pos_emb", {}),
     "qwen2_5vl_mrope": (
-        QWEN2_VL, ("mrope",),
-        _text_build("qwen2_5_vl", "Qwen2_5_VLTextConfig", "Qwen2_5_VLRotaryEmbedding", QWEN2_VL),
-        _apply("qwen2_5_vl", unsqueeze_dim=2), "qwen2_5_vl/modeling_qwen2_5_vl.py",
+        *_text_rotary("qwen2_5_vl", "Qwen2_5_VL", QWEN2_VL, "Qwen2_5_VLRotaryEmbedding"),
         "Qwen2_5_VLRotaryEmbedding, mrope_section 2:3:3, with apply_rotary_pos_emb", {}),
     "qwen3vl_mrope": (
-        QWEN3_VL, ("mrope",),
-        _text_build("qwen3_vl", "Qwen3VLTextConfig", "Qwen3VLTextRotaryEmbedding", QWEN3_VL, mrope_interleaved=True),
-        _apply("qwen3_vl", unsqueeze_dim=2), "qwen3_vl/modeling_qwen3_vl.py",
+        *_text_rotary("qwen3_vl", "Qwen3VL", QWEN3_VL, mrope_interleaved=True),
         "Qwen3VLTextRotaryEmbedding, mrope_section [4, 2, 2] interleaved (T H W T H W T T), "
         "with apply_rotary_pos_emb", {}),
     "qwen3_5_mrope": (
-        QWEN3_5, ("mrope",),
-        _text_build("qwen3_5", "Qwen3_5TextConfig", "Qwen3_5TextRotaryEmbedding", QWEN3_5, mrope_interleaved=True,
-                    partial_rotary_factor=0.25),
-        _apply("qwen3_5", unsqueeze_dim=2), "qwen3_5/modeling_qwen3_5.py",
+        *_text_rotary("qwen3_5", "Qwen3_5", QWEN3_5, mrope_interleaved=True, partial_rotary_factor=0.25),
         "Qwen3_5TextRotaryEmbedding at the published partial_rotary_factor 0.25, interleaved T H W T: head_dim 32 "
         "and up (a quarter of 16 is 2 pairs, too few for three axes), with apply_rotary_pos_emb", {}),
     "qwen3_5_half_mrope": (
-        QWEN3_5_HALF, ("mrope",),
-        _text_build("qwen3_5", "Qwen3_5TextConfig", "Qwen3_5TextRotaryEmbedding", QWEN3_5_HALF,
-                    mrope_interleaved=True, partial_rotary_factor=0.5),
-        _apply("qwen3_5", unsqueeze_dim=2), "qwen3_5/modeling_qwen3_5.py",
+        *_text_rotary("qwen3_5", "Qwen3_5", QWEN3_5_HALF, mrope_interleaved=True, partial_rotary_factor=0.5),
         "Qwen3_5TextRotaryEmbedding with partial_rotary_factor 0.5 (0.25 published) so that head_dim 16 has 4 "
         "rotated pairs, interleaved T H W T, the rest passed through", {}),
     "glm4v_mrope": (
-        GLM4V, ("mrope",),
-        _text_build("glm4v", "Glm4vTextConfig", "Glm4vTextRotaryEmbedding", GLM4V, partial_rotary_factor=0.5),
-        _apply("glm4v", unsqueeze_dim=2), "glm4v/modeling_glm4v.py",
+        *_text_rotary("glm4v", "Glm4v", GLM4V, partial_rotary_factor=0.5),
         "Glm4vTextRotaryEmbedding (GLM-4.1V): adjacent pairs over half the head, mrope_section [1, 2, 1] "
         "(8:12:12 of 64 pairs needs 8), with apply_rotary_pos_emb", {}),
     "glm4v_moe_mrope": (
-        GLM4V_MOE, ("mrope",),
-        _text_build("glm4v_moe", "Glm4vMoeTextConfig", "Glm4vMoeTextRotaryEmbedding", GLM4V_MOE,
-                    partial_rotary_factor=0.5),
-        _apply("glm4v_moe", unsqueeze_dim=2), "glm4v_moe/modeling_glm4v_moe.py",
+        *_text_rotary("glm4v_moe", "Glm4vMoe", GLM4V_MOE, partial_rotary_factor=0.5),
         "Glm4vMoeTextRotaryEmbedding (GLM-4.5V): half-split over half the head, mrope_section [1, 2, 1], "
         "with apply_rotary_pos_emb", {}),
     "ernie4_5vl_mrope": (
-        ERNIE4_5_VL, ("mrope",),
-        _text_build("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextConfig", "Ernie4_5_VLMoeTextRotaryEmbedding", ERNIE4_5_VL,
-                    library_sections=_ernie_sections),
-        _apply("ernie4_5_vl_moe", unsqueeze_dim=2), "ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py",
+        *_text_rotary("ernie4_5_vl_moe", "Ernie4_5_VLMoe", ERNIE4_5_VL, library_sections=_ernie_sections),
         "Ernie4_5_VLMoeTextRotaryEmbedding: adjacent pairs, mrope_section [h, w, t] = [3, 3, 2] (22:22:20 of a "
         "128 head): H W H W H W then T T, with apply_rotary_pos_emb", {}),
     "qwen2vl_vision_rope2d": (

@@ -165,8 +165,8 @@ def _stale_deltas(self, input_ids, image_grid_thw=None, video_grid_thw=None, inp
         batch, n = input_ids.shape
         stale = self.rope_deltas.repeat_interleave(batch // self.rope_deltas.shape[0], dim=0)
         return torch.arange(n, device=input_ids.device).expand(3, batch, n) + stale[None]
-    return type(self).__mro__[1].compute_3d_position_ids(
-        self, input_ids, image_grid_thw, video_grid_thw, inputs_embeds, attention_mask, cache, second_per_grid_ts,
+    return super(type(self), self).compute_3d_position_ids(
+        input_ids, image_grid_thw, video_grid_thw, inputs_embeds, attention_mask, cache, second_per_grid_ts,
         mm_token_type_ids)
 
 
@@ -205,7 +205,7 @@ def _decode_without_deltas(self, outputs, model_kwargs, *args, **kwargs):
 def _ids_rounded_to_bfloat16(self, x, position_ids):
     """the rotary turns position ids rounded to bfloat16 (positions formed in a half dtype): exact
     up to 256, steps of 8 past 1024"""
-    return type(self).__mro__[1].forward(self, x, position_ids.to(torch.bfloat16).to(position_ids.dtype))
+    return super(type(self), self).forward(x, position_ids.to(torch.bfloat16).to(position_ids.dtype))
 
 
 #: Each mutant's one step: name -> (inner or outer, the method it replaces, the function).

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ...encoders.multiaxis import ORDERS, pair_axes
 from ..verdicts.width import terminal_width, wrap_all
 
 AXIS_NAMES = {2: ("height", "width"), 3: ("time", "height", "width")}
@@ -117,7 +118,7 @@ def identify_axes(target, head_dim: int = 16, axes: int = 3) -> AxesIdentificati
         owner.append(next(iter(turned)) if len(turned) == 1 else None)
         theta.append(next(iter(turned.values())) if len(turned) == 1 else float("nan"))
     found = AxesIdentification(head_dim, axes, layout or "other", owner, theta, rotary_dim=rotary_dim)
-    found.order = _order(owner, found.sections, axes)
+    found.order = _order(owner, found.sections)
     firsts = [theta[next(i for i, o in enumerate(owner) if o == axis)] for axis in range(axes) if axis in owner]
     # θ = 1 at the first pair of every axis: a schedule per axis (fp32 angles: 1 − 4·10^-8)
     found.schedule = "per_axis" if len(firsts) > 1 and all(abs(f - 1) < 1e-5 for f in firsts) else "shared"
@@ -127,12 +128,14 @@ def identify_axes(target, head_dim: int = 16, axes: int = 3) -> AxesIdentificati
     return found
 
 
-def _order(owner: list[int | None], sections: tuple[int, ...], axes: int) -> str:
-    contiguous = [axis for axis, n in enumerate(sections) for _ in range(n)]
-    interleaved = [i % axes if i % axes and i < axes * sections[i % axes] else 0 for i in range(len(owner))]
-    spatial = [1 + i % (axes - 1) if axes > 1 and i < sum(sections[1:]) else 0 for i in range(len(owner))]
-    for order, expected in (("contiguous", contiguous), ("interleaved", interleaved),
-                            ("spatial_interleaved", spatial)):  # Qwen2-VL, Qwen3-VL, Ernie 4.5 VL
-        if owner == expected:
-            return order
+def _order(owner: list[int | None], sections: tuple[int, ...]) -> str:
+    """The declared order whose pairing (:func:`~posenc.encoders.multiaxis.pair_axes`) is ``owner``:
+    Qwen2-VL's contiguous sections, Qwen3-VL's interleaved ones, Ernie 4.5 VL's spatial turns; else
+    ``other`` (an axis that owns no pair, or a pairing no order gives)."""
+    for order in ORDERS:
+        try:
+            if owner == pair_axes(sections, order).tolist():
+                return order
+        except ValueError:  # sections this order cannot lay out
+            continue
     return "other"

@@ -56,8 +56,6 @@ class HFCausalLM(ModelSubject):
         self.takes_position_ids = "position_ids" in parameters
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
-        from transformers import DynamicCache
-
         if document_ids is not None:
             raise NotInConvention("transformers tells packed documents by position ids that restart, not by ids")
         # transformers detects packed documents only without a cache and a mask (a training call)
@@ -75,6 +73,13 @@ class HFCausalLM(ModelSubject):
             arguments["position_ids"] = position_ids
         if attention_mask is not None:
             arguments["attention_mask"] = attention_mask
+        return self._answer(arguments, cache)
+
+    def _answer(self, arguments: dict, cache):
+        """``model(**arguments)`` with the cache continued (or a new one) where it uses one:
+        ``(logits, cache)``."""
+        from transformers import DynamicCache
+
         if arguments["use_cache"]:
             arguments[self.cache_argument] = DynamicCache(config=self.model.config) if cache is None else cache
         out = self.model(**arguments)

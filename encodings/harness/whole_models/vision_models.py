@@ -176,18 +176,12 @@ class HFVisionLanguageLM(HFCausalLM):
                 vision=None):
         if not vision:
             return super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
-        from transformers import DynamicCache
-
-        vision = self._taken(vision)
-        arguments = {"input_ids": input_ids, "use_cache": True, **vision,
-                     self.cache_argument: DynamicCache(config=self.model.config) if cache is None else cache}
+        arguments = {"input_ids": input_ids, "use_cache": True, **self._taken(vision)}
         if position_ids is not None:
             arguments["position_ids"] = position_ids
         if attention_mask is not None:
             arguments["attention_mask"] = attention_mask
-        out = self.model(**arguments)
-        returned = getattr(out, "cache", None)
-        return out.logits, returned if returned is not None else getattr(out, "past_key_values", None)
+        return self._answer(arguments, cache)
 
     def generate(self, input_ids, attention_mask, prompt: int, vision=None) -> torch.Tensor:
         return super().generate(input_ids, attention_mask, prompt, **self._taken(vision))
