@@ -194,29 +194,27 @@ def is_subject(claim: str, designs) -> bool:
 HISTORY_CLAIM = "ROPE-9"
 
 
-class ClaimViolation(AssertionError):
+class _ClaimFailure(AssertionError):
+    """A failure of ``claim`` on ``encoder``: ``[claim] encoder: summary``, then a line per detail."""
+
+    def __init__(self, encoder: str, claim: str, summary: str, **details):
+        self.encoder, self.claim, self.details = encoder, claim, details
+        lines = [f"[{claim}] {encoder}: {summary}"]
+        lines += [f"  {key}: {value}" for key, value in details.items()]
+        super().__init__("\n".join(lines))
+
+
+class ClaimViolation(_ClaimFailure):
     """Raised by a spec when an encoder does not satisfy a claim.
 
     The only exception a declared refutation accepts: any other exception is a crash.
     """
 
-    def __init__(self, encoder: str, claim: str, summary: str, **details):
-        self.encoder, self.claim, self.details = encoder, claim, details
-        lines = [f"[{claim}] {encoder}: {summary}"]
-        lines += [f"  {key}: {value}" for key, value in details.items()]
-        super().__init__("\n".join(lines))
 
-
-class GeometryContradiction(AssertionError):
+class GeometryContradiction(_ClaimFailure):
     """What an encoder does contradicts a fact its record declares of its geometry (the pairs it
     turns against its rotated fraction): a finding that no declared refutation excuses, since the
     refutation's reason was written about the declared geometry. Judged ``unexpectedly failing``."""
-
-    def __init__(self, encoder: str, claim: str, summary: str, **details):
-        self.encoder, self.claim, self.details = encoder, claim, details
-        lines = [f"[{claim}] {encoder}: {summary}"]
-        lines += [f"  {key}: {value}" for key, value in details.items()]
-        super().__init__("\n".join(lines))
 
 
 class NoClearError(ClaimViolation):
