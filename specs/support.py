@@ -17,7 +17,7 @@ import torch
 from posenc import BuildConfig, ClaimViolation, EncoderRecord
 from posenc.harness.references import protocols, tensors
 from posenc.harness.catalogue import records
-from posenc.harness.catalogue.claims import GeometryContradiction, NoClearError
+from posenc.harness.catalogue.claims import GeometryContradiction, NoClearError, NotPositional
 from posenc.harness.references.contract import Excluded, Undecided
 from posenc.harness.references.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
@@ -131,6 +131,13 @@ def contradicts_geometry(summary: str, **details):
     which no declared refutation of the running claim excuses."""
     __tracebackhide__ = True
     raise _judged(GeometryContradiction, summary, details)
+
+
+def not_positional(summary: str, blame: str, **details):
+    """Raise :class:`NotPositional`: a violation of the running claim that the positions do not
+    cause, blamed on ``blame``, with the evidence in ``details``."""
+    __tracebackhide__ = True
+    raise _judged(lambda *a, **k: NotPositional(*a, blame=blame, **k), summary, details)
 
 
 def no_clear_error(summary: str, **details):

@@ -243,6 +243,24 @@ def test_bamba_continues_a_chunk_at_other_positions_without_position_ids():
     assert float((given - full).abs().max()) < 1e-4 < 0.1 < float((own - full).abs().max())
 
 
+def test_bamba_decodes_a_bare_step_at_position_0():
+    """MODEL-2's finding on Bamba, with transformers alone: ``model(ids)``, then the next id with
+    the cache and nothing else, differs from the full pass (its position is read from a Mamba
+    layer's cache length, 0); the same step with its position id given matches."""
+    if not support.available("transformers"):
+        pytest.skip(f"transformers is not installed: {support.INSTALL_HINT}")
+    import torch
+
+    model = _tiny("lm_bamba")
+    ids = torch.randint(3, 128, (1, 6), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = model(ids).logits[:, -1]
+        bare = model(ids[:, 5:], cache=_cache_of(model(ids[:, :5], use_cache=True))).logits[:, -1]
+        given = model(ids[:, 5:], cache=_cache_of(model(ids[:, :5], use_cache=True)),
+                      position_ids=torch.tensor([[5]])).logits[:, -1]
+    assert float((given - full).abs().max()) < 1e-4 < 0.1 < float((bare - full).abs().max())
+
+
 def test_gpt_oss_lets_packed_documents_attend_each_other():
     """MODEL-8's finding on gpt-oss, with transformers alone: two documents packed with position
     ids that restart; Llama's second document equals it alone, gpt-oss's does not."""

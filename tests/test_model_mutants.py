@@ -208,6 +208,23 @@ def test_mutant_fails_in_the_regime_its_defect_lives_in(model_run, name):
             assert said in o["message"], o["message"]
 
 
+@pytest.mark.parametrize("name", KILLED)
+def test_mutant_violations_blame_the_component_at_fault(model_run, name):
+    """A defect of the positions is blamed on them (no blame tag); a defect elsewhere (a mask, a
+    norm across the batch, a recurrent state) is reported as not positional, and a recurrent one
+    names the recurrent layers: the rerun without positions, then without the recurrent layers."""
+    declared = next(m.blame for m in CATALOGUE.MUTANTS if m.record.name == name)
+    wanted = {"": "", "model": "the model, not its positions", "recurrent": "its recurrent layers"}[declared]
+    killed = model_run.of(name, {KILL})
+    assert killed, f"{name}: no violation to blame"
+    for o in killed:
+        if not wanted:
+            assert o["blame"] == "" and "not positional" not in o["message"], (o["spec"], o["blame"], o["message"])
+        else:
+            assert o["blame"].startswith(wanted) and o["message"].startswith(f"[{o['claim']}] {name}: not positional"), \
+                (o["spec"], o["blame"], o["message"][:200])
+
+
 def test_every_failure_carries_a_reproducer_that_loads_the_plugin(model_run):
     failures = [o for o in model_run.outcomes if State(o["state"]) == KILL]
     assert failures, "no mutant failed: the check would be vacuous"

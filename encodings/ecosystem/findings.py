@@ -76,6 +76,9 @@ MODEL_STALE_CACHE = ("lm_llama_dynamic", "lm_llama_dynamic_4k", "lm_phi3_longrop
 #: Bamba: a chunk that continues a cache without position ids differs from the full pass; with
 #: position ids it matches (the model's own positions of a multi-token continuation).
 MODEL_OWN_CHUNK_POSITIONS = ("lm_bamba",)
+#: Bamba: a decode step through forward without position ids (the next id and the cache) takes
+#: its position from the cache length of a Mamba layer, 0; given positions and generate are right.
+MODEL_BARE_DECODE_POSITIONS = ("lm_bamba",)
 #: gpt-oss: its mask ignores position ids that restart, so packed documents attend each other.
 MODEL_PACKING_IGNORED = ("lm_gpt_oss",)
 MODEL_FINDINGS: frozenset[tuple[str, str]] = frozenset({
@@ -83,6 +86,7 @@ MODEL_FINDINGS: frozenset[tuple[str, str]] = frozenset({
     *{(name, "MODEL-7") for name in MODEL_UNCLEAR_LIMIT},
     *{(name, claim) for name in MODEL_STALE_CACHE for claim in ("MODEL-2", "MODEL-3")},
     *{(name, "MODEL-3") for name in MODEL_OWN_CHUNK_POSITIONS},
+    *{(name, "MODEL-2") for name in MODEL_BARE_DECODE_POSITIONS},
     *{(name, "MODEL-8") for name in MODEL_PACKING_IGNORED},
 })
 #: Cells no run can decide here, with why: the relation shows no teeth on that model.

@@ -122,9 +122,6 @@ MOE = {"num_local_experts": 4, "num_experts_per_tok": 2}
 MAMBA2 = {"mamba_n_heads": 8, "mamba_d_head": 16, "mamba_n_groups": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
           "mamba_expand": 2, "mamba_chunk_size": 16}
 _PAIRS = HEAD_DIM // 2
-#: Hybrids whose recurrent, linear-attention or convolution state runs on across packed documents:
-#: transformers gives them no packed form with eager attention (MODEL-8 n/a).
-RECURRENT_STATE = ("lm_bamba", "lm_falcon_h1", "lm_granitemoehybrid", "lm_qwen3_next", "lm_lfm2")
 
 
 def _unusual_configs() -> dict:
@@ -243,8 +240,7 @@ def _register() -> None:
         traits = ModelTraits(**{"max_position": MAX_POSITION, "vocab_size": VOCAB, "packing": "positions", **fields,
                                 "library": f"transformers {version('transformers')} {config_class[:-6]}"})
         traits = dataclasses.replace(traits, rescales_at=rescaling_threshold(kind, traits),
-                                     packing="none" if not traits.takes_position_ids or name in RECURRENT_STATE
-                                     else traits.packing)
+                                     packing="none" if not traits.takes_position_ids else traits.packing)
         posenc.register(posenc.EncoderRecord(
             name=name, build=_build(name, config_class, arguments, traits) if present else missing("transformers"),
             kind="model", origin=ORIGIN, model=traits,

@@ -83,6 +83,14 @@ class Block(nn.Module):
         self.down = nn.Linear(FFN, WIDTH, bias=False)
 
 
+class RotaryEmbedding(nn.Module):
+    """The cos and sin of the angles: the model's position code as one module, as transformers'
+    models have it (the harness's blame probe makes it the identity)."""
+
+    def forward(self, angles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return angles.cos(), angles.sin()
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     first, second = x.chunk(2, dim=-1)
     return torch.cat((-second, first), dim=-1)
@@ -97,6 +105,7 @@ class TinyLM(nn.Module):
         self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
         self.final_norm = nn.Parameter(torch.ones(WIDTH))
         self.head = nn.Linear(WIDTH, VOCAB, bias=False)
+        self.rotary_emb = RotaryEmbedding()
         for parameter in self.parameters():
             if parameter.dim() == 2:
                 nn.init.normal_(parameter, std=INIT)
@@ -115,7 +124,7 @@ class TinyLM(nn.Module):
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         angles = self.angles(positions).to(torch.float32)
         both = torch.cat((angles, angles), dim=-1)[:, None]  # half-split, over the heads
-        return both.cos(), both.sin()
+        return self.rotary_emb(both)
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         cos, sin = self.cos_sin(positions)
@@ -285,6 +294,66 @@ class DynamicTinyLM(TinyLM):
         return logits, returned
 
 
+class RecurrentMixer(nn.Module):
+    """A diagonal linear recurrence beside each attention layer: ``h_t = a ⊙ h_(t−1) + (1 − a) ⊙
+    W x_t``, out ``U h_t``; its state runs along the sequence (kept in the cache between calls) and
+    restarts at each packed document; a pad (mask 0) adds nothing to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.decay = nn.Parameter(torch.linspace(0.5, 0.95, WIDTH))
+        self.into, self.out = nn.Linear(WIDTH, WIDTH, bias=False), nn.Linear(WIDTH, WIDTH, bias=False)
+
+    def forward(self, x, state, keep, starts):
+        """``x`` (batch, seq, width); ``state`` (batch, width) or None; ``keep`` (batch, seq) 0 at
+        pads; ``starts`` (batch, seq) True where a document starts. Out: (output, last state)."""
+        inputs = (1 - self.decay) * self.into(x) * keep[..., None].to(x.dtype)
+        h = torch.zeros_like(inputs[:, 0]) if state is None else state
+        outputs = []
+        for t in range(x.shape[1]):
+            h = torch.where(starts[:, t, None], 0.0, h) * self.decay + inputs[:, t]
+            outputs.append(h)
+        return self.out(torch.stack(outputs, dim=1)), h
+
+
+class RecurrentTinyLM(TinyLM):
+    """TinyLM with a :class:`RecurrentMixer` beside each attention layer (a hybrid, as Jamba's or
+    RecurrentGemma's): the mixers' states continue through the cache and restart at each document."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixers = nn.ModuleList(RecurrentMixer() for _ in range(LAYERS))
+        for mixer in self.mixers:
+            nn.init.normal_(mixer.into.weight, std=INIT)
+            nn.init.normal_(mixer.out.weight, std=INIT)
+
+    def carried_state(self, cache, layer, seq):
+        """The state a call of ``seq`` tokens starts from."""
+        return getattr(cache, "states", {}).get(layer)
+
+    def document_starts(self, documents, seq):
+        if documents is None:
+            return torch.zeros(self.call_keep.shape[0], seq, dtype=torch.bool, device=self.call_keep.device)
+        return torch.cat((torch.zeros_like(documents[:, :1], dtype=torch.bool), documents.diff(dim=-1) != 0), -1)
+
+    def attention(self, layer, block, x, positions, allowed, cache, continuing):
+        out = super().attention(layer, block, x, positions, allowed, cache, continuing)
+        seq = x.shape[1]
+        mixed, state = self.mixers[layer](x, self.carried_state(cache, layer, seq), self.call_keep[:, -seq:],
+                                          self.document_starts(self.call_documents, seq))
+        if not hasattr(cache, "states"):
+            cache.states = {}
+        cache.states[layer] = state
+        return out + mixed
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        held = 0 if cache is None else cache.get_seq_length()
+        self.call_keep = attention_mask if attention_mask is not None else \
+            torch.ones(input_ids.shape[0], held + input_ids.shape[1], dtype=torch.long, device=input_ids.device)
+        self.call_documents = document_ids
+        return super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
+
+
 # ------------------------------------------------------------------ declarations
 
 
@@ -300,6 +369,7 @@ class ModelMutant:
     undecided: frozenset[str] = frozenset()
     control: str = "tinylm"  # the control whose declarations it keeps
     regimes: frozenset[str] = frozenset({"given", "own"})  # where a two-regime relation fails
+    blame: str = ""  # its violations' blame: "" the positions, else a word the blame names ("model", "recurrent")
 
 
 def _build(model_class, traits=TRAITS):
@@ -330,12 +400,19 @@ WINDOWED_CONTROL = posenc.EncoderRecord(
     origin="plug-in", claims=model_claims(),
     description="TinyLM with a sliding window of 8 and a rolling cache of the keys the window still reaches",
 )
-CONTROLS = {CONTROL.name: CONTROL, DYNAMIC_CONTROL.name: DYNAMIC_CONTROL, WINDOWED_CONTROL.name: WINDOWED_CONTROL}
+#: The hybrid control: a recurrent mixer beside each attention layer.
+RECURRENT_CONTROL = posenc.EncoderRecord(
+    name="tinylm_recurrent", build=_build(RecurrentTinyLM), kind="model", model=TRAITS, source=SOURCE,
+    origin="plug-in", claims=model_claims(),
+    description="TinyLM with a diagonal linear recurrence beside each attention layer, its state in the cache",
+)
+CONTROLS = {CONTROL.name: CONTROL, DYNAMIC_CONTROL.name: DYNAMIC_CONTROL, WINDOWED_CONTROL.name: WINDOWED_CONTROL,
+            RECURRENT_CONTROL.name: RECURRENT_CONTROL}
 MUTANTS: list[ModelMutant] = []
 
 
 def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", undecided: set[str] = frozenset(),
-           regimes: set[str] = frozenset({"given", "own"})):
+           regimes: set[str] = frozenset({"given", "own"}), blame: str = ""):
     """Declare a ``TinyLM`` subclass a mutant named ``tinylm_<its snake-case name>``: its control's
     record and declarations (the dynamic control's for a ``DynamicTinyLM``), its build, and the
     claims it must fail."""
@@ -343,11 +420,12 @@ def mutant(*, fails: set[str] = frozenset(), why: str = "", survives: str = "", 
     def decorate(model_class):
         name = "tinylm_" + "".join(f"_{c.lower()}" if c.isupper() else c for c in model_class.__name__).lstrip("_")
         control = DYNAMIC_CONTROL if issubclass(model_class, DynamicTinyLM) else \
-            WINDOWED_CONTROL if issubclass(model_class, WindowedTinyLM) else CONTROL
+            WINDOWED_CONTROL if issubclass(model_class, WindowedTinyLM) else \
+            RECURRENT_CONTROL if issubclass(model_class, RecurrentTinyLM) else CONTROL
         record = dataclasses.replace(control, name=name, build=_build(model_class, control.model),
                                      description=" ".join((model_class.__doc__ or "").split()))
         MUTANTS.append(ModelMutant(record, frozenset(fails), why, survives, frozenset(undecided), control.name,
-                                   frozenset(regimes)))
+                                   frozenset(regimes), blame))
         return model_class
 
     return decorate
@@ -461,7 +539,7 @@ class OnePositionPerBatch(TinyLM):
         return positions[:1].expand_as(positions) if continuing else positions
 
 
-@mutant(fails={"MODEL-4"})
+@mutant(fails={"MODEL-4"}, blame="model")
 class MaskIgnored(TinyLM):
     """left padding attended: the attention mask is not applied"""
 
@@ -469,7 +547,7 @@ class MaskIgnored(TinyLM):
         return super().allowed_keys(torch.ones_like(mask), start, seq, continuing)
 
 
-@mutant(fails={"MODEL-5"})
+@mutant(fails={"MODEL-5"}, blame="model")
 class NormAcrossBatch(TinyLM):
     """RMSNorm's mean taken over the batch and the features, not the features alone"""
 
@@ -520,7 +598,7 @@ class KeysRotatedAtSlots(TinyLM):
         return self.rotate(keys, slots), values
 
 
-@mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS, blame="model")
 class CausalOffByOne(TinyLM):
     """the full pass's causal mask lets each token see the next one; a continuation's is right"""
 
@@ -531,7 +609,7 @@ class CausalOffByOne(TinyLM):
         return (key <= query + 1)[None, None] & mask.bool()[:, None, None, :]
 
 
-@mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS)
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=FULL_PASS, blame="model")
 class WindowInFullPassOnly(TinyLM):
     """a sliding window of 8 in the full pass, none when continuing a cache"""
 
@@ -585,7 +663,7 @@ class TablePastMaximumRaises(TinyLM):
 # ------------------------------------------------------------------ packing
 
 
-@mutant(fails={"MODEL-8"})
+@mutant(fails={"MODEL-8"}, blame="model")
 class AttentionLeaksAcrossDocuments(TinyLM):
     """packed documents attend to the documents before them: the document ids never reach the mask"""
 
@@ -653,6 +731,62 @@ class RollingCachePositionsFromWhatItHolds(WindowedTinyLM):
     def own_positions(self, mask, documents, start, seq):
         held = min(start, WINDOW - 1)
         return super().own_positions(mask, documents, start, seq) - (start - held)
+
+
+# ------------------------------------------------------------------ the bare call
+#
+# ``model(ids)``, then ``model(next_id, cache)`` with nothing else: the commonest inference call,
+# and the only one these defects reach (a mask, as generate passes it, takes the right path).
+
+BARE_PATH = ("with neither positions nor a mask (bare calls) only: a token-by-token decode (MODEL-2) and a chunked "
+             "prefill (MODEL-3) continue a cache; a mask of ones, generate and given positions never reach the defect")
+
+
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=BARE_PATH, regimes={"own"})
+class BareOffsetFromAnEmptyLayer(TinyLM):
+    """called with neither positions nor a mask, a continuation counts its positions from the length
+    of a layer that keeps no keys, 0 (MiniMax: ``get_seq_length`` reads a linear-attention layer)"""
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        if position_ids is None and attention_mask is None and cache is not None and document_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        return super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
+
+
+@mutant(fails={"MODEL-2", "MODEL-3"}, why=BARE_PATH, regimes={"own"})
+class BareOffsetFromAnotherLayer(TinyLM):
+    """called with neither positions nor a mask, each layer offsets its RoPE by the length of the
+    layer below it, which this call already updated (a per-layer cache length read from the wrong layer)"""
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
+        self.bare = position_ids is None and attention_mask is None
+        return super().forward(input_ids, position_ids, attention_mask, cache, document_ids)
+
+    def rotary_positions(self, layer, positions, cache, continuing):
+        if self.bare and continuing and layer > 0:
+            return positions + cache.layer_length(layer - 1) - cache.layer_length(layer)
+        return positions
+
+
+# ------------------------------------------------------------------ recurrent state
+
+
+@mutant(fails={"MODEL-3"}, blame="recurrent")
+class RecurrentStateDroppedOnChunk(RecurrentTinyLM):
+    """a continuation of more than one token starts the recurrent state from zero, as a prefill
+    does (Jamba's chunked continuation restarts its Mamba scan)"""
+
+    def carried_state(self, cache, layer, seq):
+        return super().carried_state(cache, layer, seq) if seq == 1 else None
+
+
+@mutant(fails={"MODEL-8"}, blame="recurrent")
+class RecurrentStateLeaksAcrossDocuments(RecurrentTinyLM):
+    """the recurrent state runs on from one packed document into the next (RecurrentGemma's Conv1D
+    window across documents, which Google's reference masks)"""
+
+    def document_starts(self, documents, seq):
+        return super().document_starts(None, seq)
 
 
 # ------------------------------------------------------------------ the contract

@@ -73,7 +73,8 @@ def outcome(case: SpecCase, state: State, test_id: str, excinfo, timeout: float 
             message += " (the declared refutation does not excuse it: it contradicts the record's own geometry)"
         if state in (State.CRASHED, State.UNEXPECTEDLY_FAILING) and reproduce is not None:
             command, script = reproduce(excinfo)
-    return Outcome(case.claim, case.record.name, case.spec, test_id, state, message, command, script)
+    blame = getattr(excinfo.value, "blame", "") if excinfo is not None and state == State.UNEXPECTEDLY_FAILING else ""
+    return Outcome(case.claim, case.record.name, case.spec, test_id, state, message, command, script, blame)
 
 
 def reproducers(spec: RunningSpec, function, funcargs: dict, excinfo) -> tuple[str, str]:

@@ -211,6 +211,17 @@ class ClaimViolation(_ClaimFailure):
     """
 
 
+class NotPositional(ClaimViolation):
+    """A violation that persists with the model's position code neutralised: a defect of the model
+    that the positions do not cause (a recurrent state dropped, a selection that follows a call's
+    length). Still a violation of the relation, blamed on ``blame`` with its evidence."""
+
+    def __init__(self, encoder: str, claim: str, summary: str, blame: str = "the model, not its positions",
+                 **details):
+        self.blame = blame
+        super().__init__(encoder, claim, f"not positional ({blame}): {summary}", **details)
+
+
 class GeometryContradiction(_ClaimFailure):
     """What an encoder does contradicts a fact its record declares of its geometry (the pairs it
     turns against its rotated fraction): a finding that no declared refutation excuses, since the

@@ -23,6 +23,7 @@ class Outcome:
     message: str = ""
     reproducer: str = ""  # a pytest command with the drawn values
     python: str = ""  # a standalone script that raises the failure again
+    blame: str = ""  # the component at fault where it is not the positions (a NotPositional violation)
 
     def __post_init__(self):
         object.__setattr__(self, "state", State(self.state))  # a worker's outcome arrives as its value

@@ -15,7 +15,7 @@ prompt, the model choosing every position; it returns the logits of the prompt's
 of each decoded token but the last. Adapters map a model's own convention onto it:
 
 * :class:`HFCausalLM`: transformers' ``*ForCausalLM`` (``position_ids=``, ``attention_mask=``,
-  a ``DynamicCache``);
+  the cache the model makes on its first call, of whatever class it is);
 * :class:`InputPosLM`: ``model(tokens, input_pos=positions)`` with a KV cache the model keeps
   itself, reset at a new sequence (litgpt, gpt-fast; no attention mask);
 * :class:`~.torchtune_lm.TorchtuneLM`: torchtune's decoders (caches set up and reset by the
@@ -54,6 +54,8 @@ class HFCausalLM(ModelSubject):
         parameters = inspect.signature(model.forward).parameters
         self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
         self.takes_position_ids = "position_ids" in parameters
+        #: The model returns no cache (its state in its modules): the harness keeps the one it passes.
+        self.caller_keeps_cache = False
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
         if document_ids is not None:
@@ -61,6 +63,9 @@ class HFCausalLM(ModelSubject):
         # transformers detects packed documents only without a cache and a mask (a training call)
         packed = cache is None and attention_mask is None and position_ids is not None and self._packed(position_ids)
         arguments = {"input_ids": input_ids, "use_cache": not packed}
+        if position_ids is None and cache is not None and self.caller_keeps_cache:
+            raise NotInConvention(f"{type(self.model).__name__} returns no cache (its state stays in its modules): "
+                                  "only its generate continues a sequence with positions of its own")
         if position_ids is None and self.takes_position_ids and attention_mask is not None \
                 and not bool(attention_mask.bool().all()):
             # Under padding transformers' forward counts from the cache alone; its generation derives
@@ -76,15 +81,28 @@ class HFCausalLM(ModelSubject):
         return self._answer(arguments, cache)
 
     def _answer(self, arguments: dict, cache):
-        """``model(**arguments)`` with the cache continued (or a new one) where it uses one:
-        ``(logits, cache)``."""
-        from transformers import DynamicCache
-
-        if arguments["use_cache"]:
-            arguments[self.cache_argument] = DynamicCache(config=self.model.config) if cache is None else cache
+        """``model(**arguments)`` continuing ``cache``: ``(logits, cache)``. A new sequence passes no
+        cache, so the model makes its own (MiniMax's class, a hybrid's); a model that makes one and
+        returns none (its state kept in its modules, RecurrentGemma) is handed, from then on, the cache
+        transformers' ``generate`` would pass it, kept by the harness."""
+        if arguments["use_cache"] and (cache is not None or self.caller_keeps_cache):
+            arguments[self.cache_argument] = cache if cache is not None else self._generation_cache()
         out = self.model(**arguments)
         returned = getattr(out, "cache", None)
-        return out.logits, returned if returned is not None else getattr(out, "past_key_values", None)
+        returned = returned if returned is not None else getattr(out, "past_key_values", None)
+        if returned is None and arguments["use_cache"]:
+            if self.cache_argument in arguments:
+                return out.logits, arguments[self.cache_argument]
+            if not self.caller_keeps_cache:
+                self.caller_keeps_cache = True  # found on its first call: answer it again, the cache kept
+                return self._answer(arguments, None)
+        return out.logits, returned
+
+    def _generation_cache(self):
+        """The cache ``generate`` makes for a model with no cache class of its own."""
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
 
     @staticmethod
     def _packed(position_ids) -> bool:

@@ -1,0 +1,145 @@
+"""What a model's layers are, read from the model itself, and the two probes a violation's blame
+rests on: the model with its position code neutralised, and with its recurrent layers held at zero.
+
+* **Position code.** A rotary module (a class named ``…Rotary…`` or ``…RoPE…`` that answers
+  ``(cos, sin)``) is made the identity: it answers ``(1, 0)``. A learned position table (an
+  ``nn.Embedding`` named ``wpe``, ``embed_positions`` or ``position_embeddings``) answers zeros.
+  Where a relation still fails on such a model, the positions do not cause the violation.
+* **Recurrent layers.** A layer that carries a state along the sequence (Mamba mixers, linear
+  or delta-rule attention, short convolutions, RG-LRU blocks): the model's config names them
+  (``layer_types``, ``block_types``, ``layers_block_type``) and its modules are classes named so.
+  Held at zero (their output replaced by zeros), a violation that vanishes is theirs.
+
+Both probes are forward hooks on a copy of the model; nothing here edits a model's code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+#: Class names (less the model's own prefix) of the position code.
+ROTARY = re.compile(r"rotary|rope", re.I)
+#: Learned position tables, by attribute name.
+POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings")
+#: Class names (less the model's own prefix) of layers that carry a state along the sequence.
+RECURRENT = re.compile(r"mamba|mixer|lightning|linearattention|deltanet|delta|shortconv|recurrent|rglru|ssm|rwkv"
+                       r"|retention|xlstm|hyena", re.I)
+#: Config layer types of such layers.
+RECURRENT_TYPES = re.compile(r"mamba|linear|conv|recurrent|ssm|rnn|delta|hybrid", re.I)
+
+
+def _short_name(module: nn.Module, prefix: str) -> str:
+    name = type(module).__name__
+    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+
+
+def _prefix(model: nn.Module) -> str:
+    """The model's class-name prefix (``RecurrentGemma`` of ``RecurrentGemmaForCausalLM``)."""
+    name = type(model).__name__
+    for tail in ("ForCausalLM", "LMHeadModel", "Model"):
+        if name.endswith(tail):
+            return name[: -len(tail)]
+    return ""
+
+
+def _outermost(model: nn.Module, pattern: re.Pattern, skip: re.Pattern | None = None) -> list[tuple[str, nn.Module]]:
+    """Submodules whose class name (less the model's prefix) matches ``pattern``, none inside
+    another; a match whose name also matches ``skip`` is looked into instead."""
+    prefix, found = _prefix(model), []
+    for name, module in model.named_modules():
+        if not name or isinstance(module, (nn.Linear, nn.Embedding, nn.ModuleList)):
+            continue
+        if any(name.startswith(outer + ".") for outer, _ in found):
+            continue
+        short = _short_name(module, prefix)
+        if pattern.search(short) and not (skip and skip.search(short)):
+            found.append((name, module))
+    return found
+
+
+#: Containers of a recurrent layer with the residual stream inside: looked into, never held at zero.
+CONTAINERS = re.compile(r"layer|model|causallm|decoder", re.I)
+
+
+@dataclass(frozen=True)
+class RecurrentLayers:
+    """A model's layers that carry a state along the sequence: the config's word and the modules."""
+
+    configured: str  # what the config says ("layer_types: mamba at 0, 2"), or ""
+    modules: tuple[str, ...]  # the modules' names
+
+    def __bool__(self) -> bool:
+        return bool(self.configured or self.modules)
+
+    def describe(self) -> str:
+        parts = [self.configured] if self.configured else []
+        if self.modules:
+            shown = ", ".join(self.modules[:3]) + (f" and {len(self.modules) - 3} more" if len(self.modules) > 3 else "")
+            parts.append(f"modules {shown}")
+        return "; ".join(parts)
+
+
+def recurrent_layers(model: nn.Module) -> RecurrentLayers:
+    """The recurrent layers of ``model``, from its config and its modules."""
+    configured = ""
+    config = getattr(model, "config", None)
+    for field in ("layer_types", "block_types", "layers_block_type"):
+        kinds = getattr(config, field, None)
+        if isinstance(kinds, (list, tuple)):
+            hits = [k for k, kind in enumerate(kinds) if isinstance(kind, str) and RECURRENT_TYPES.search(kind)]
+            if hits:
+                names = sorted({kinds[k] for k in hits})
+                configured = f"config.{field}: {', '.join(names)} at {', '.join(map(str, hits[:6]))}"
+                break
+    modules = tuple(f"{name} ({type(module).__name__})" for name, module in _outermost(model, RECURRENT, CONTAINERS)
+                    if not _outermost(module, ROTARY))
+    return RecurrentLayers(configured, modules)
+
+
+def _neutral_rotary(module, args, output):
+    if isinstance(output, (tuple, list)) and len(output) == 2 and all(isinstance(t, torch.Tensor) for t in output):
+        cos, sin = output
+        return type(output)((torch.ones_like(cos), torch.zeros_like(sin)))
+    if isinstance(output, torch.Tensor) and output.is_complex():  # freqs_cis
+        return torch.ones_like(output)
+    return output
+
+
+def _zeros(module, args, output):
+    if isinstance(output, torch.Tensor):
+        return torch.zeros_like(output)
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return type(output)((torch.zeros_like(output[0]), *output[1:]))
+    return output
+
+
+def position_code(model: nn.Module) -> list[str]:
+    """The modules :func:`neutralise_positions` reaches: rotary modules and learned position tables."""
+    found = [f"{name} ({type(module).__name__})" for name, module in _outermost(model, ROTARY)]
+    found += [name for name, module in model.named_modules()
+              if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
+    return found
+
+
+def neutralise_positions(model: nn.Module) -> list[str]:
+    """Make ``model``'s position code the identity (hooks, kept on it): the modules reached."""
+    for _, module in _outermost(model, ROTARY):
+        module.register_forward_hook(_neutral_rotary)
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES:
+            module.register_forward_hook(_zeros)
+    return position_code(model)
+
+
+def hold_recurrent_layers(model: nn.Module) -> list[str]:
+    """Replace the output of ``model``'s recurrent layers by zeros (hooks, kept on it): their names."""
+    held = []
+    for name, module in _outermost(model, RECURRENT, CONTAINERS):
+        if not _outermost(module, ROTARY):
+            module.register_forward_hook(_zeros)
+            held.append(name)
+    return held
