@@ -242,14 +242,15 @@ def _rerun(relation, record, device, regime, probe):
 
 def _neutralisable(record, device) -> list[str]:
     """The position code :mod:`attribution` reaches on this model, where neutralising it is shown
-    to work (a given position moved by 7 then moves nothing); else empty."""
+    to work up to the farthest position the relations reach (the last token moved there then moves
+    nothing, and raises nothing: a table past its end is position code too); else empty."""
     fresh = Fresh(record, device)
     reached = attribution.position_code(_inner(fresh.pristine))
     if not reached or not fresh.traits.takes_position_ids:
         return []
     ids, positions = _ids(1, SEQ, record, seed=60, device=device), _positions(1, SEQ, device=device)
     moved = positions.clone()
-    moved[:, -1] += 7
+    moved[:, -1] = max(SEQ + 7, plan.decode_plan(fresh.traits).length)
     answers = []
     for given in (positions, moved):
         model = fresh()

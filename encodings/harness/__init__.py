@@ -32,7 +32,7 @@ STAGES: dict[str, tuple[int, tuple[str, ...]]] = {
     "references": (1, ("reference", "protocols", "tensors", "contract")),
     "verdicts": (1, ("matrix", "reports", "html_report", "width", "journal")),
     "identify": (2, ("identification", "axes_identification")),
-    "whole_models": (2, ("models", "model_subject", "model_plan", "torchtune_lm", "vision_models")),
+    "whole_models": (2, ("models", "model_subject", "model_plan", "torchtune_lm", "vision_models", "attribution")),
     "performance": (2, ("profiling", "summaries", "plots", "history", "machine", "perf_report")),
     "cases": (3, ("parametrization", "execution", "isolation", "judge", "running", "process", "parallel",
                   "scheduling", "collector")),
