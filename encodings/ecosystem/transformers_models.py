@@ -24,7 +24,7 @@ import dataclasses
 
 import posenc
 from posenc.harness.catalogue.declarations import model_claims_for
-from posenc.harness.whole_models.model_plan import designs_reached
+from posenc.harness.whole_models.model_plan import configured_designs, designs_reached
 from posenc.harness.whole_models.models import rescaling_threshold, rope_parameters, rope_type_of
 from posenc.harness.catalogue.records import ModelTraits
 
@@ -233,6 +233,13 @@ def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
     return build
 
 
+def designs_of(config_class: str, arguments: dict, kind: str, traits: ModelTraits) -> dict:
+    """What a record's design breaks: its rope type's and its config's, by the rules ``--model``
+    applies to a model's config (:func:`~posenc.harness.whole_models.models.transformers_designs`)."""
+    model_type = "".join(f"_{c.lower()}" if c.isupper() else c for c in config_class[:-6]).lstrip("_")
+    return {**designs_reached(kind, traits), **configured_designs({"model_type": model_type, **arguments}, traits)}
+
+
 def _register() -> None:
     present = available("transformers")
     for name, (config_class, arguments, fields) in {**_configs(), **_unusual_configs()}.items():
@@ -248,7 +255,8 @@ def _register() -> None:
             description=f"{config_class[:-6]}: " + ", ".join(
                 f"{k}={v}" for k, v in arguments.items() if k in DESCRIBED),
             claims=model_claims_for(traits, {claim: posenc.refuted(why, specs=specs)
-                                             for claim, (why, specs) in designs_reached(kind, traits).items()}),
+                                             for claim, (why, specs) in designs_of(config_class, arguments, kind,
+                                                                                   traits).items()}),
         ))
 
 

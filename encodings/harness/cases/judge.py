@@ -23,6 +23,7 @@ from ..verdicts.matrix import Outcome
 from .parametrization import SpecCase
 from .running import RunningSpec, drawn_from_traceback, first_line, python_reproducer, reproducer, shorten
 from ..catalogue.states import State
+from ..whole_models.model_plan import CONFIGURED
 from ..verdicts.width import terminal_width, wrap, wrap_all
 
 #: Fixtures a standalone reproducer can pass as values.
@@ -61,6 +62,10 @@ def outcome(case: SpecCase, state: State, test_id: str, excinfo, timeout: float 
     message, command, script = "", "", ""
     if state == State.TIMED_OUT:
         message = f"timeout: no result after {timeout:g} s"
+    elif state == State.UNEXPECTEDLY_HOLDS and case.record.declared(case.claim).reason.startswith(CONFIGURED):
+        promised = case.record.declared(case.claim).reason[len(CONFIGURED):]
+        message = (f"a configured design the model does not apply: its config declares that {promised}, but the "
+                   "model behaves as without it (the spec found no violation)")
     elif state == State.UNEXPECTEDLY_HOLDS:
         message = f"declared refuted ({case.record.declared(case.claim).reason}), but the spec found no violation"
         hint = revision_hint(case.claim)

@@ -78,7 +78,8 @@ class RecurrentLayers:
     def describe(self) -> str:
         parts = [self.configured] if self.configured else []
         if self.modules:
-            shown = ", ".join(self.modules[:3]) + (f" and {len(self.modules) - 3} more" if len(self.modules) > 3 else "")
+            more = len(self.modules) - 3
+            shown = ", ".join(self.modules[:3]) + (f" and {more} more" if more > 0 else "")
             parts.append(f"modules {shown}")
         return "; ".join(parts)
 

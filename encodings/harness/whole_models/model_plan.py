@@ -153,10 +153,44 @@ def designs_reached(rope_type: str, traits: ModelTraits) -> dict[str, tuple[str,
     if rope_type not in ("dynamic", "longrope") or rescale is None:
         return found
     what = "the base" if rope_type == "dynamic" else "short or long factors"
+    said = f"{CONFIGURED}rope_type {rope_type}"
     if crosses(max(batch_lengths(traits)) - 1, rescale):
-        found["MODEL-5"] = (f"a call's largest position picks {what}: a row beside a row past {rescale} turns with "
-                            "the batch's, alone with its own", ())
+        found["MODEL-5"] = (f"{said}: a call's largest position picks {what}: a row beside a row past {rescale} "
+                            "turns with the batch's, alone with its own", ())
     if traits.max_position is not None:
-        found["MODEL-7"] = (f"a call's largest position picks {what}: a window past the maximum turns otherwise than "
-                            "the window at 0", ())
+        found["MODEL-7"] = (f"{said}: a call's largest position picks {what}: a window past the maximum turns "
+                            "otherwise than the window at 0", ())
+    return found
+
+
+#: The prefix of a refutation read from a model's config: an XPASS on one is a configured design
+#: the model does not apply (:func:`~..cases.judge.outcome` says so).
+CONFIGURED = "configured: "
+
+
+def configured_designs(config: dict, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The relations a model's config breaks by design beyond its rope type, where each relation's
+    positions reach it: claim -> (why, the spec functions it breaks; empty: all). ``config`` is the
+    config as a mapping (``config.to_dict()``, or a record's arguments with its ``model_type``).
+
+    * ``rope_parameters.llama_4_scaling_beta`` β (Ministral 3, Mistral 4): queries are scaled by
+      ``1 + β·log(1 + ⌊p / L⌋)`` with ``L`` the original length, so from position ``L`` a window
+      turns otherwise than the window at 0 (MODEL-7 where its windows reach ``L``);
+    * ``model_type == "recurrent_gemma"``: the RG-LRU takes position 0 for a sequence start (its
+      input there is not scaled by ``√(1 − a²)``), so a window from 0 differs from a shifted one
+      (MODEL-1).
+    """
+    found: dict[str, tuple[str, tuple[str, ...]]] = {}
+    rope = config.get("rope_parameters") or {}
+    rope = rope if "rope_type" in rope or not rope else next(iter(rope.values()), {})
+    beta, original = (rope or {}).get("llama_4_scaling_beta"), (rope or {}).get("original_max_position_embeddings")
+    if beta and original and traits.max_position is not None:
+        reach = max(past_windows(traits)) + SEQ - 1
+        if crosses(reach, int(original)):
+            length = int(original)
+            found["MODEL-7"] = (f"{CONFIGURED}llama_4_scaling_beta {beta} scales queries by 1 + β·log(1 + ⌊p / "
+                                f"{length}⌋): a window past {length} turns otherwise than the window at 0", ())
+    if config.get("model_type") == "recurrent_gemma":
+        found["MODEL-1"] = (f"{CONFIGURED}RecurrentGemma's RG-LRU takes position 0 for a sequence start (its input "
+                            "there is not scaled by √(1 − a²)): a window from 0 differs from a shifted one", ())
     return found

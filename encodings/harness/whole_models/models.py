@@ -242,14 +242,15 @@ def rescaling_threshold(kind: str, traits: ModelTraits) -> int | None:
 
 
 def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """:func:`~.model_plan.designs_reached` of a transformers model's rope type, on ``traits``
-    (which carry its threshold: :func:`traits_of`); nothing for other models."""
-    from .model_plan import designs_reached
+    """:func:`~.model_plan.designs_reached` of a transformers model's rope type and
+    :func:`~.model_plan.configured_designs` of its config, on ``traits`` (which carry its
+    threshold: :func:`traits_of`); nothing for other models."""
+    from .model_plan import configured_designs, designs_reached
 
     config = getattr(model, "config", None)
     if config is None or not is_transformers_model(model):
         return {}
-    return designs_reached(_rope_type(config), traits)
+    return {**designs_reached(_rope_type(config), traits), **configured_designs(config.to_dict(), traits)}
 
 
 def vocabulary_of(model: nn.Module) -> int:

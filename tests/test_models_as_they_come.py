@@ -1,0 +1,201 @@
+"""``--model`` on models nobody tuned the harness to: their own cache class or internal state, their
+bare calls, their recurrent layers and their config's designs; and the blame of a violation, the
+positions or the rest of the model (``specs/test_models.py``, :mod:`posenc.harness.whole_models.attribution`).
+
+The transformers models are built tiny from a config in a file of the test's own, as a user's
+would be; each run is a subprocess of ``pytest specs --model FILE:NAME``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc.ecosystem import support
+from posenc.harness.catalogue.records import ModelTraits
+from posenc.harness.catalogue.states import State
+from posenc.harness.whole_models import attribution
+from posenc.harness.whole_models.model_plan import CONFIGURED, configured_designs
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "examples" / "my_model.py"
+pytestmark = pytest.mark.xdist_group("models_as_they_come")
+
+needs_transformers = pytest.mark.skipif(not support.available("transformers"),
+                                        reason=f"transformers is not installed: {support.INSTALL_HINT}")
+
+#: A user's file of tiny transformers models (no download), as the blind runs wrote theirs.
+MODELS = textwrap.dedent('''
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    COMMON = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=128, max_position_embeddings=32, pad_token_id=0, bos_token_id=1,
+                  eos_token_id=2, initializer_range=0.2)
+
+    def minimax():
+        config = transformers.MiniMaxConfig(**COMMON, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                                            layer_types=["linear_attention", "full_attention"], block_size=8)
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+
+    def recurrentgemma():
+        config = transformers.RecurrentGemmaConfig(
+            vocab_size=128, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, lru_width=64, attention_window_size=16, conv1d_width=4,
+            block_types=["recurrent", "attention"], head_dim=16, partial_rotary_factor=0.5, pad_token_id=0,
+            initializer_range=0.2)
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+
+    def llama():
+        return AutoModelForCausalLM.from_config(transformers.LlamaConfig(**COMMON), attn_implementation="eager")
+''')
+
+
+def _run(tmp_path: Path, name: str, *options, source: str = MODELS, file: str = "user_models.py") -> dict:
+    (tmp_path / file).write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    reports = tmp_path / "reports"
+    ran = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "specs" / "test_models.py"), "-q",
+                          "-p", "no:cacheprovider", "--model", f"{tmp_path / file}:{name}", "--encoders", "model_*",
+                          "--matrix-dir", str(reports), *options], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert (reports / "verdicts.json").exists(), ran.stdout[-3000:] + ran.stderr[-3000:]
+    return json.loads((reports / "verdicts.json").read_text())
+
+
+def _cells(verdicts: dict, name: str) -> dict[str, State]:
+    return {claim: State(row[name]) for claim, row in verdicts["matrix"].items() if name in row}
+
+
+def _outcomes(verdicts: dict, claim: str) -> list[dict]:
+    return [o for o in verdicts["outcomes"] if o["claim"] == claim]
+
+
+# ------------------------------------------------------------------ their own cache and state
+
+
+@needs_transformers
+def test_minimax_runs_through_every_relation_with_its_own_cache(tmp_path):
+    """MiniMax refuses any cache but its own class: the harness lets it make one. Its bare decode
+    step reads its offset from a linear-attention layer's cache length (positional); what fails
+    with the positions neutralised is labelled so, never blamed on the encoder."""
+    verdicts = _run(tmp_path, "minimax")
+    cells = _cells(verdicts, "model_minimax")
+    assert cells["contract"] == State.HOLDS, cells
+    said = " ".join(o["message"] for o in verdicts["outcomes"])
+    assert "compatible with `cache`" not in said and State.BLOCKED not in cells.values(), said[:2000]
+    bare = [o for o in _outcomes(verdicts, "MODEL-2") if "through bare forward calls" in o["message"]]
+    assert bare and bare[0]["state"] == State.UNEXPECTEDLY_FAILING and bare[0]["blame"] == "", bare
+    for o in verdicts["outcomes"]:
+        if o["state"] == State.UNEXPECTEDLY_FAILING and o["blame"]:
+            assert "not positional" in o["message"] and "neutralised" in o["message"] + json.dumps(o), o
+
+
+@needs_transformers
+def test_recurrentgemma_keeps_its_state_in_its_modules_and_is_judged_by_what_it_returns(tmp_path):
+    """RecurrentGemma returns no cache: the harness keeps the one generate would pass. Its chunked
+    continuation drops its convolution state (blamed on its recurrent blocks, with the evidence),
+    its RG-LRU takes position 0 for a sequence start (MODEL-1, declared from its config), and
+    packed documents are n/a (its state runs across them)."""
+    verdicts = _run(tmp_path, "recurrentgemma")
+    cells = _cells(verdicts, "model_recurrentgemma")
+    assert cells["contract"] == State.HOLDS and State.BLOCKED not in cells.values(), cells
+    assert cells["MODEL-1"] == State.REFUTED and cells["MODEL-8"] == State.NA, cells
+    chunked = [o for o in _outcomes(verdicts, "MODEL-3") if o["state"] == State.UNEXPECTEDLY_FAILING]
+    assert chunked and all(o["blame"].startswith("its recurrent layers") for o in chunked), chunked
+    own = [o for o in _outcomes(verdicts, "MODEL-3") if o["spec"].endswith("own_positions")]
+    assert own and own[0]["state"] == State.EXCLUDED and "only its generate continues" in own[0]["message"], own
+
+
+# ------------------------------------------------------------------ inputs the model may change
+
+
+def test_a_model_that_edits_its_inputs_in_place_changes_no_other_call(tmp_path):
+    """Every call gets its own copies of ids, mask and positions: a model that zeroes its token ids
+    and shifts its positions after use holds what the unchanged model holds."""
+    source = EXAMPLE.read_text().replace("        return self.head(x)\n",
+                                         "        tokens.zero_()\n        input_pos.add_(1000)\n"
+                                         "        return self.head(x)\n")
+    assert "tokens.zero_()" in source
+    verdicts = _run(tmp_path, "TinyDecoder", source=source, file="my_model.py")
+    cells = _cells(verdicts, "model_TinyDecoder")
+    assert {c: s for c, s in cells.items() if s not in (State.HOLDS, State.NA)} == {}, verdicts["outcomes"][:3]
+
+
+# ------------------------------------------------------------------ designs read from the config
+
+
+def test_llama_4_scaling_beta_is_a_design_where_the_windows_reach_it():
+    traits = ModelTraits(max_position=4096, original_max_position=2048)
+    rope = {"rope_type": "yarn", "original_max_position_embeddings": 2048, "llama_4_scaling_beta": 0.1}
+    found = configured_designs({"rope_parameters": rope}, traits)
+    assert set(found) == {"MODEL-7"} and found["MODEL-7"][0].startswith(CONFIGURED), found
+    far = {**rope, "original_max_position_embeddings": 16384}
+    assert configured_designs({"rope_parameters": far}, ModelTraits(max_position=4096)) == {}
+    assert configured_designs({"rope_parameters": {"rope_type": "default"}}, traits) == {}
+
+
+def test_recurrent_gemma_declares_position_0_a_sequence_start():
+    found = configured_designs({"model_type": "recurrent_gemma"}, ModelTraits())
+    assert set(found) == {"MODEL-1"} and "position 0" in found["MODEL-1"][0]
+
+
+@needs_transformers
+def test_a_configured_design_that_does_not_happen_is_said_so(tmp_path):
+    """An XPASS on a design read from the config says what the config promised and that the model
+    does not apply it (Phi-3.5-MoE's long factors, never read past its original length)."""
+    source = MODELS + textwrap.dedent('''
+        import posenc
+        MODEL_CLAIMS = {"MODEL-7": posenc.refuted("configured: rope_type longrope: long factors past 16 (planted)")}
+    ''')
+    verdicts = _run(tmp_path, "llama", "-k", "past_the_maximum", source=source)
+    seven = _outcomes(verdicts, "MODEL-7")
+    assert [o["state"] for o in seven] == [State.UNEXPECTEDLY_HOLDS], seven
+    assert seven[0]["message"].startswith("a configured design the model does not apply: its config declares that "
+                                          "rope_type longrope: long factors past 16"), seven[0]["message"]
+
+
+# ------------------------------------------------------------------ what the model's layers are
+
+
+@needs_transformers
+def test_recurrent_layers_and_position_code_are_read_from_the_model():
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    namespace: dict = {}
+    exec(MODELS, namespace)  # noqa: S102 - the test's own source
+    hybrid, plain = namespace["recurrentgemma"](), namespace["llama"]()
+    layers = attribution.recurrent_layers(hybrid)
+    assert "block_types" in layers.configured or "layer_types" in layers.configured, layers
+    assert [m.split()[0] for m in layers.modules] == ["model.layers.0.temporal_block", "model.layers.2.temporal_block"]
+    assert not attribution.recurrent_layers(plain)
+    assert attribution.position_code(plain) == ["model.rotary_emb (LlamaRotaryEmbedding)"]
+
+
+@needs_transformers
+def test_neutralised_positions_make_the_logits_blind_to_position_ids():
+    """The probe's teeth: the same model tells positions apart before and not after."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    namespace: dict = {}
+    exec(MODELS, namespace)  # noqa: S102 - the test's own source
+    model = namespace["llama"]().eval()
+    ids = torch.randint(3, 128, (1, 8), generator=torch.Generator().manual_seed(0))
+    near, far = torch.arange(8)[None], torch.arange(8)[None] + torch.tensor([[0] * 7 + [9]])
+
+    def moved():
+        with torch.no_grad():
+            return float((model(ids, position_ids=near).logits - model(ids, position_ids=far).logits).abs().max())
+
+    assert moved() > 1e-2
+    attribution.neutralise_positions(model)
+    assert moved() < 1e-5
