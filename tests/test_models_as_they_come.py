@@ -199,3 +199,41 @@ def test_neutralised_positions_make_the_logits_blind_to_position_ids():
     assert moved() > 1e-2
     attribution.neutralise_positions(model)
     assert moved() < 1e-5
+
+
+# ------------------------------------------------------------------ one rule for records and --model
+
+SAME_ARCHITECTURES = ("lm_bamba", "lm_llama_dynamic")
+
+
+@needs_transformers
+def test_a_record_and_model_on_one_architecture_give_the_same_cells(tmp_path):
+    """The built-in record and ``--model`` on the same config read the same cells: the recurrent
+    state, the rope type's and the config's designs are read by one rule in both paths."""
+    source = textwrap.dedent('''
+        import transformers
+        from transformers import AutoModelForCausalLM
+        from posenc.ecosystem.transformers_models import _configs, _unusual_configs
+
+        transformers.logging.set_verbosity_error()
+
+        def build(name):
+            config_class, arguments, _ = {**_configs(), **_unusual_configs()}[name]
+            config = getattr(transformers, config_class)(**arguments)
+            return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    ''') + "".join(f"\n\ndef {name}():\n    return build({name!r})\n" for name in SAME_ARCHITECTURES)
+    (tmp_path / "same.py").write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    for name in SAME_ARCHITECTURES:
+        rows = {}
+        for how, options in {"record": ["--plugin", "posenc.ecosystem", "--encoders", name],
+                             "--model": ["--model", f"{tmp_path / 'same.py'}:{name}", "--encoders", f"model_{name}"]
+                             }.items():
+            reports = tmp_path / how.strip("-") / name
+            subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "specs" / "test_models.py"), "-q",
+                            "-p", "no:cacheprovider", "--matrix-dir", str(reports), *options],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+            verdicts = json.loads((reports / "verdicts.json").read_text())
+            rows[how] = {claim: row.get(name, row.get(f"model_{name}")) for claim, row in verdicts["matrix"].items()
+                         if claim.startswith("MODEL-") or claim == "contract"}
+        assert rows["record"] == rows["--model"], (name, rows)
