@@ -91,6 +91,8 @@ WRITER_FAULTS = {  # what the report writer meets, and how the one line names it
 
 @pytest.mark.parametrize("fault", WRITER_FAULTS)
 def test_a_report_writer_that_fails_leaves_the_journal_to_recover(tmp_path, fault):
+    """Every spec was judged: the run is finished, so its recovery keeps its status and says why
+    the report was missing, never "crashed"."""
     raised, said = WRITER_FAULTS[fault]
     failing = tmp_path / "failing_writer.py"
     failing.write_text(textwrap.dedent(f'''
@@ -107,8 +109,13 @@ def test_a_report_writer_that_fails_leaves_the_journal_to_recover(tmp_path, faul
     assert "Traceback" not in result.stdout + result.stderr
     assert f"posenc: the report could not be written {said}; its journal keeps every outcome" in \
         " ".join(result.stdout.split())
-    recover(reports_dir)
-    assert only_run(reports_dir)["header"]["status"] == State.CRASHED
+    assert result.returncode != 0 if fault == "ctrl_c" else True, "an interrupted run never exits 0"
+    recovered = recover(reports_dir)
+    assert "finished (complete) but its report was not written" in recovered.stdout, recovered.stdout
+    header = only_run(reports_dir)["header"]
+    assert header["status"] == "complete" and header["report_missing"] == said.strip("()"), header
+    assert header["outcomes"] > 0 and header["recovered"]
+    assert "nothing to recover" in recover(reports_dir).stdout  # recovered once
 
 
 def test_a_killed_worker_becomes_a_crash_cell_and_the_run_ends(tmp_path):

@@ -226,7 +226,7 @@ def pytest_sessionfinish(session, exitstatus):
     collector = config.pluginmanager.get_plugin(_COLLECTOR)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or collector.gave_up(config)
     state.status, state.exit_code = run.run_status(interrupted, exitstatus), int(exitstatus)
-    finishing.write_report(config, state, collector, exitstatus)
+    finishing.write_report(config, state, collector, exitstatus, session)
 
 
 @pytest.hookimpl(trylast=True)

@@ -32,18 +32,20 @@ class OutcomeCollector:
         self.state = state
         self.begin = begin  # what the journal's first line says of the run
         self.journal: Journal | None = None
+        self.unjournaled = ""  # why no journal could be opened (it is not tried again)
         self.dead_workers: list[tuple[str, str]] = []  # (test id, worker)
         self.workers_lost = 0
 
     def _journal(self) -> Journal | None:
-        if self.journal is None:
+        if self.journal is None and not self.unjournaled:
             try:
                 self.journal = Journal(self.state.settings.matrix_dir / "runs" / self.state.run_id)
                 self.journal.begin(**self.begin)
                 if self.state.matrix.expected:
                     self.journal.expect(self.state.matrix.expected)
-            except OSError:
+            except OSError as error:
                 self.journal = None
+                self.unjournaled = f"{error.strerror or error}"
         return self.journal
 
     def started(self, test_id: str, claim: str, encoder: str) -> None:

@@ -20,16 +20,29 @@ from ..cases.isolation import STARTED_BY
 from . import session as run
 from ..verdicts.matrix import render_markdown, roles
 
-def write_report(config, state, collector, exitstatus) -> None:
+def write_report(config, state, collector, exitstatus, session=None) -> None:
+    """Mark the run finished in its journal (on disk first), then write and publish its report, then
+    end the journal: a run stopped in between is recovered as finished, never as crashed. An
+    interrupted run's exit status is then made non-zero (:func:`never_zero_when_interrupted`)."""
+    _write_report(config, state, collector, exitstatus)
+    if session is not None:
+        never_zero_when_interrupted(session, state)
+
+
+def _write_report(config, state, collector, exitstatus) -> None:
     if collector is not None:
         collector.add_dead_workers()
     if state.active:
         state.active.end()
     if not state.matrix.outcomes:
         return
+    journal = collector.journal if collector is not None else None
     try:
+        header = run.header(config, state, exitstatus)
+        if journal is not None:
+            journal.finished(state.status, header)
         cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)
-        payload = {"header": run.header(config, state, exitstatus), "matrix": cells, "roles": cell_roles,
+        payload = {"header": header, "matrix": cells, "roles": cell_roles,
                    "kinds": {r.name: r.group for r in state.records},
                    "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
         state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
@@ -37,15 +50,61 @@ def write_report(config, state, collector, exitstatus) -> None:
         state.cells = cells
     except (KeyboardInterrupt, MemoryError, OSError) as error:
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"
-        state.notes.append(f"posenc: the report could not be written ({why}); its journal keeps every outcome: "
-                           f"python -m posenc report --recover --matrix-dir {state.settings.matrix_dir}")
+        state.report_interrupted = isinstance(error, KeyboardInterrupt)
+        own = state.settings.matrix_dir / "runs" / state.run_id / "verdicts.json"
+        if own.exists() and _written_by(own, state.run_id):
+            state.notes.append(f"posenc: the run's report was written ({own}), but its publication was {why}")
+            _end_quietly(state, journal)
+            return
+        if journal is not None and not journal.failure:
+            journal.unwritten(why)
+            state.notes.append(f"posenc: the report could not be written ({why}); its journal keeps every outcome: "
+                               f"python -m posenc report --recover --matrix-dir {state.settings.matrix_dir}")
+        else:
+            state.notes.append(f"posenc: the report could not be written ({why}), and this run has no journal to "
+                               "recover it from")
         return
     state.notes += [f"posenc: WARNING {line}" for line in state.written.warnings]
-    if collector is not None and collector.journal is not None:
-        if collector.journal.failure:
-            state.notes.append(collector.journal.failure)
+    if journal is not None:
+        if journal.failure:
+            state.notes.append(journal.failure)
         if state.written.saved:
-            collector.journal.end(state.status)
+            _end_quietly(state, journal)
+        else:
+            journal.unwritten(state.written.warnings[0] if state.written.warnings else "the report could not be written")
+
+
+def _written_by(report, run_id: str) -> bool:
+    """Whether ``report`` is this run's own report (its json is written last, atomically)."""
+    import json
+
+    try:
+        return json.loads(report.read_text(encoding="utf-8"))["header"]["run_id"] == run_id
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return False
+
+
+def _end_quietly(state, journal) -> None:
+    """End the journal; a signal arriving just then ends the run interrupted, never a traceback."""
+    if journal is None:
+        return
+    try:
+        journal.end(state.status)
+    except KeyboardInterrupt:
+        state.report_interrupted = True
+        try:
+            journal.end(state.status)
+        except (KeyboardInterrupt, OSError, ValueError):
+            pass
+
+
+def never_zero_when_interrupted(session, state) -> None:
+    """A run interrupted (Ctrl-C, SIGTERM), also while it wrote its report, exits with pytest's
+    INTERRUPTED code, never 0: a cancelled CI job never reads as passed."""
+    import pytest
+
+    if state.report_interrupted or (state.status == "interrupted" and session.exitstatus == pytest.ExitCode.OK):
+        session.exitstatus = state.exit_code = int(pytest.ExitCode.INTERRUPTED)
 
 
 THREADS = "posenc_threads"  # a worker's threads left running, sent to the controller

@@ -62,6 +62,7 @@ class HarnessState:
     cells: dict | None = None  # the matrix's states, once the run is judged
     status: str = "interrupted"
     exit_code: int = 0
+    report_interrupted: bool = False  # a signal arrived while the report was written: the run exits non-zero
     recovered: list[str] = field(default_factory=list)  # runs that died, whose reports this run wrote
     notes: list[str] = field(default_factory=list)  # printed after the verdicts: a report not written, …
 
@@ -170,10 +171,27 @@ def announce(config, state: HarnessState) -> None:
         except OSError as error:
             state.recovered.append(f"WARNING cannot mark this run active in {state.settings.matrix_dir}: "
                                    f"{error.strerror or error}")
+        unjournaled = journal_unwritable(state)
+        if unjournaled:
+            state.recovered.append(unjournaled)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     lines = [concurrency_warning(state), *(f"posenc: {r}" for r in state.recovered)]
     for line in filter(None, lines) if reporter is not None else ():
         reporter.write_line(line, yellow=True)
+
+
+def journal_unwritable(state: HarnessState) -> str | None:
+    """Why this run could keep no journal (``runs/`` not writable), said at start-up; else None."""
+    runs = state.settings.matrix_dir / "runs"
+    probe = runs / f".journal-probe-{state.run_id}"
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        return (f"WARNING no journal can be kept in {runs} ({error.strerror or error}): a crash of this run would "
+                "lose its outcomes, and a report it cannot write is lost")
+    return None
 
 
 def concurrency_warning(state: HarnessState) -> str | None:

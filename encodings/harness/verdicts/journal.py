@@ -8,16 +8,27 @@
 * ``{"start": test id, "claim": …, "encoder": …}`` - a spec of a serial run about to run its
   encoder's code (under ``-n`` a worker that dies is the controller's to report: :mod:`..cases.collector`);
 * ``{"outcome": {…}}`` - a judged spec;
-* ``{"end": status}`` - the report was written.
+* ``{"finished": status, "header": …}`` - every spec was judged; written and synced to disk
+  before the report is written, published or old runs pruned;
+* ``{"unwritten": why}`` - the report could not be written (a full disk, a read-only folder);
+* ``{"end": status}`` - the report was written (or recovered).
+
+**The trust model** (``docs/reference/reports.md``). A run is *finished* once its ``finished``
+line is on disk: its report stands as the run wrote it and is never rewritten; where the report
+is missing or incomplete (killed while writing it, a full disk), recovery writes it from the
+journal with the run's own status and the reason, never ``crashed``. A run without that line is
+*unfinished*: recovery writes its report once, status ``crashed``, every outcome up to the crash
+and the spec that was running as a CRASH of its encoder's cell. Either way recovery appends
+``end``, so a journal is recovered at most once.
 
 A process killed by ``os._exit``, a fatal signal (a segfault) or the out-of-memory killer (SIGKILL)
-writes nothing more, and one whose report writer fails ends without ``end``. A live run holds an
-exclusive lock on its journal (``flock``, released by the kernel when the process dies, whatever
-its pid namespace), so a journal is recovered only once its run is gone. A write that fails (a full
-disk) stops the journal, with a warning, never the run. :func:`recover`
-turns such a journal into the run's report, status ``crashed``: every outcome up to the crash,
-and the spec that was running when the process died as a CRASH of its encoder's cell. The next
-run on the directory recovers it (:func:`unfinished`), or ``python -m posenc report --recover``.
+writes nothing more. A live run holds an exclusive lock on its journal (``flock``, released by
+the kernel when the process dies, whatever its pid namespace; a child it forks drops its copy),
+so a journal is recovered only once its run is gone. A write that fails (a full disk) stops the
+journal, with a warning, never the run. Reading a journal is bounded (:data:`MAX_LINE` characters
+a line, :data:`MAX_DEPTH` levels of nesting): a damaged line is left out and counted, and a
+journal that cannot be read at all is set aside (``journal.jsonl.damaged``) with one line. The
+next run on the directory recovers (:func:`unfinished`), or ``python -m posenc report --recover``.
 """
 
 from __future__ import annotations
@@ -27,16 +38,14 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows: liveness by pid
-    fcntl = None
-
 from .matrix import Matrix, Outcome
-from .reports import held_by_a_live_run
+from .reports import hold_lock, held_by_a_live_run, release_lock
 from ..catalogue.states import State
 
 NAME = "journal.jsonl"
+#: A journal line longer than this, or nested deeper, is damage, never parsed.
+MAX_LINE = 1 << 20
+MAX_DEPTH = 32
 CRASH_MESSAGE = ("the process ended while this spec ran, with no result: os._exit, a fatal signal such as "
                  "SIGSEGV, or SIGKILL from the out-of-memory killer")
 
@@ -53,15 +62,16 @@ class Journal:
         self.path = run_dir / NAME
         self.failure: str | None = None  # why the journal stopped, if a write failed
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole run
-        if fcntl is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # this run is alive
+        hold_lock(self._file)  # this run is alive
 
-    def _write(self, entry: dict) -> None:
+    def _write(self, entry: dict, durable: bool = False) -> None:
         if self._file.closed or self.failure:
             return
         try:
             self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
             self._file.flush()
+            if durable:
+                os.fsync(self._file.fileno())
         except OSError as error:  # a full disk: the run goes on, without its journal
             self.failure = (f"posenc: WARNING the journal {self.path} could not be written ({error.strerror or error}) "
                             "and stopped: a crash from here on would lose the outcomes since")
@@ -81,8 +91,22 @@ class Journal:
     def outcome(self, outcome: dict) -> None:
         self._write({"outcome": outcome})
 
+    def finished(self, status: str, header: dict) -> bool:
+        """Every spec judged: the mark that makes this run finished, on disk before any report is
+        written. False where it could not be written (the run then counts as unfinished)."""
+        self._write({"finished": status, "header": header}, durable=True)
+        return self.failure is None
+
+    def unwritten(self, why: str) -> None:
+        """The report could not be written: recovery says why."""
+        self._write({"unwritten": why}, durable=True)
+
     def end(self, status: str) -> None:
         self._write({"end": status})
+        self.close()
+
+    def close(self) -> None:
+        release_lock(self._file)
         self._file.close()
 
 
@@ -98,19 +122,44 @@ class JournaledRecord:
         return claim in self.claims
 
 
-def _entries(path: Path) -> tuple[list[dict], bool]:
-    """The journal's entries, and whether a line was cut (the process died, or the disk filled,
-    while writing it): a cut line is left out."""
-    entries, cut = [], False
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            cut = True
-            continue
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets in a JSON text (strings not told apart: an upper bound)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _entries(path: Path) -> tuple[list[dict], bool, int]:
+    """The journal's entries; whether its last line was cut (the process died, or the disk filled,
+    while writing it); how many other lines were damaged (too long, too deep, not an object). A
+    damaged line is left out."""
+    entries, bad = [], 0
+    with open(path, "rb") as file:
+        lines = file.read().split(b"\n")
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    cut = False
+    for k, raw in enumerate(lines[: last + 1]):
+        text = raw.decode("utf-8", errors="replace")
+        entry = None
+        if len(text) <= MAX_LINE and _depth(text) <= MAX_DEPTH:
+            try:
+                entry = json.loads(text)
+            except (ValueError, RecursionError):
+                entry = None
         if isinstance(entry, dict):
             entries.append(entry)
-    return entries, cut
+        elif k == last:
+            cut = True
+        else:
+            bad += 1
+    return entries, cut, bad
 
 
 def unfinished(directory: Path) -> list[Path]:
@@ -136,13 +185,22 @@ def _ended(journal: Path) -> bool:
     return any(line.startswith('{"end":') for line in tail)
 
 
+def _outcome(entry: dict, known: set[str]) -> Outcome | None:
+    """The outcome of a journal line, or None where it is damaged (an unknown state, a field missing)."""
+    try:
+        return Outcome(**{k: v for k, v in entry["outcome"].items() if k in known})
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
-    """The report of a run that died, from its journal: ``(payload, markdown)``, the header's
-    ``crashed_in`` naming the spec and encoder that was running; None where the journal has no
-    beginning."""
+    """The report of a run that ended without one, from its journal: ``(payload, markdown)``. A
+    finished run keeps its own status and header, with ``recovered`` and the reason its report was
+    missing; an unfinished one reads ``crashed``, the header's ``crashed_in`` naming the spec and
+    encoder that was running. None where the journal has no beginning."""
     from .matrix import render_markdown
 
-    entries, cut = _entries(run_dir / NAME)
+    entries, cut, bad = _entries(run_dir / NAME)
     if not entries or "begin" not in entries[0]:
         return None
     begin = entries[0]
@@ -151,60 +209,128 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
                for name, claims in begin["applies"].items()]
     matrix = Matrix(records)
     running: dict | None = None
+    finished: dict | None = None
+    unwritten = None
     for entry in entries[1:]:
         if "expect" in entry:
             matrix.expect({(claim, encoder): set(ids) for claim, encoder, ids in entry["expect"]})
         elif "start" in entry:
             running = entry
         elif "outcome" in entry:
-            matrix.add(Outcome(**{k: v for k, v in entry["outcome"].items() if k in known}))
-            if running is not None and entry["outcome"]["test_id"] == running["start"]:
+            outcome = _outcome(entry, known)
+            if outcome is None:
+                bad += 1
+                continue
+            matrix.add(outcome)
+            if running is not None and outcome.test_id == running.get("start"):
                 running = None
-    crashed_in = None
-    if running is not None:
-        crashed_in = {"claim": running["claim"], "encoder": running["encoder"], "test_id": running["start"],
-                      "journal_cut": cut}
-        message = CRASH_MESSAGE + ("; the journal's last line is cut, so the spec may have ended and the disk "
-                                   "filled instead" if cut else "")
-        matrix.add(Outcome(running["claim"], running["encoder"], spec_name(running["start"]), running["start"],
-                           State.CRASHED, message))
-    cells = matrix.states(complete=False)
-    header = {**begin["begin"], "status": State.CRASHED.value, "finished": None, "recovered": recovered_at,
-              "crashed_in": crashed_in, "outcomes": len(matrix.outcomes)}
+        elif "finished" in entry and isinstance(entry.get("header"), dict):
+            finished = entry
+        elif "unwritten" in entry:
+            unwritten = str(entry["unwritten"])
+    damage = {"damaged_lines": bad} if bad else {}
+    if finished is not None:
+        status = str(finished["finished"])
+        why = unwritten or "the run was stopped while it wrote its report"
+        header = {**finished["header"], "recovered": recovered_at, "report_missing": why, **damage}
+        cells = matrix.states(complete=status == "complete")
+    else:
+        crashed_in = None
+        if running is not None:
+            crashed_in = {"claim": running["claim"], "encoder": running["encoder"], "test_id": running["start"],
+                          "journal_cut": cut}
+            message = CRASH_MESSAGE + ("; the journal's last line is cut, so the spec may have ended and the disk "
+                                       "filled instead" if cut else "")
+            matrix.add(Outcome(running["claim"], running["encoder"], spec_name(running["start"]), running["start"],
+                               State.CRASHED, message))
+        cells = matrix.states(complete=False)
+        header = {**begin["begin"], "status": State.CRASHED.value, "finished": None, "recovered": recovered_at,
+                  "crashed_in": crashed_in, **damage}
+    header["outcomes"] = len(matrix.outcomes)
     payload = {"header": header, "matrix": cells, "roles": begin["roles"], "kinds": begin["kinds"],
                "outcomes": [o.as_dict() for o in matrix.outcomes]}
     return payload, render_markdown(cells, begin["roles"])
 
 
+def _report_stands(run_dir: Path) -> bool:
+    """The run folder holds the run's own whole report (its json is written last, atomically)."""
+    try:
+        header = json.loads((run_dir / "verdicts.json").read_text(encoding="utf-8"))["header"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return False
+    return isinstance(header, dict) and not header.get("recovered") and \
+        all((run_dir / name).exists() for name in ("verdicts.md", "verdicts.html"))
+
+
+def _set_aside(journal: Path, why: str) -> str:
+    """Move a journal that cannot be read out of the way: the line that says so."""
+    aside = journal.with_name(NAME + ".damaged")
+    try:
+        os.replace(journal, aside)
+        return f"{why}; set aside as {aside}, so that later runs start clean"
+    except OSError as error:
+        return f"{why}; it could not be set aside ({error.strerror or error}): {journal}"
+
+
 def recover_unfinished(directory: Path) -> list[str]:
-    """Write the report of every run under ``directory`` that died without one (status ``crashed``);
-    one line each, naming the run, the encoder that was running and the report."""
+    """Write the report of every run under ``directory`` that ended without one; one line each,
+    naming the run, what happened and the report. A finished run whose report stands is only
+    marked ended; recovery never prunes the run it recovers."""
     from .reports import now, write
 
     lines = []
     for run_dir in unfinished(directory):
+        journal = run_dir / NAME
+        if _report_stands(run_dir) and _finished_mark(journal):
+            _append_end(journal)
+            continue
         try:
             recovered = recover(run_dir, now())
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            lines.append(f"run {run_dir.name} left a journal that cannot be read ({type(error).__name__}: {error}); "
-                         f"left as it is: {run_dir / NAME}")
+        except Exception as error:  # noqa: BLE001 - one line per damaged journal, never a traceback
+            lines.append(_set_aside(journal, f"run {run_dir.name} left a journal that cannot be read "
+                                             f"({type(error).__name__}: {str(error)[:200]})"))
             continue
         if recovered is None:
+            try:
+                size = journal.stat().st_size
+            except OSError:
+                size = 0
+            if size:
+                lines.append(_set_aside(journal, f"run {run_dir.name} left a journal with no readable beginning "
+                                                 f"({size} bytes): its outcomes cannot be placed in a matrix"))
             continue
         payload, markdown = recovered
-        written = write(directory, run_dir.name, payload, markdown, latest=False)
+        written = write(directory, run_dir.name, payload, markdown, latest=False, keep=run_dir.name)
         lines += list(written.warnings)
         if not written.saved:
-            lines.append(f"run {run_dir.name} died with no report, and its report could not be written now; "
-                         f"its journal is kept for the next recovery: {run_dir / NAME}")
+            lines.append(f"run {run_dir.name} ended with no report, and its report could not be written now; "
+                         f"its journal is kept for the next recovery: {journal}")
             continue
-        crashed_in = payload["header"]["crashed_in"] or {}
-        where = (f"while {crashed_in['encoder']} ran {crashed_in['test_id']}" if crashed_in.get("encoder")
-                 else "outside the specs this process ran (before the first, between two, or in a worker)")
-        lines.append(f"run {run_dir.name} died {where} with no report; recovered from its journal "
-                     f"({payload['header']['outcomes']} outcomes, status crashed): {written.run_json}")
-        _append_end(run_dir / NAME)
+        header = payload["header"]
+        damaged = f"; {header['damaged_lines']} damaged journal lines left out" if header.get("damaged_lines") else ""
+        if header["status"] != State.CRASHED.value:
+            lines.append(f"run {run_dir.name} finished ({header['status']}) but its report was not written "
+                         f"({header['report_missing']}); recovered from its journal ({header['outcomes']} outcomes, "
+                         f"status {header['status']}){damaged}: {written.run_json}")
+        else:
+            crashed_in = header["crashed_in"] or {}
+            where = (f"while {crashed_in['encoder']} ran {crashed_in['test_id']}" if crashed_in.get("encoder")
+                     else "outside the specs this process ran (before the first, between two, or in a worker)")
+            lines.append(f"run {run_dir.name} died {where} with no report; recovered from its journal "
+                         f"({header['outcomes']} outcomes, status crashed){damaged}: {written.run_json}")
+        _append_end(journal)
     return lines
+
+
+def _finished_mark(journal: Path) -> bool:
+    """Whether the journal has its ``finished`` line (it is the last lines' business: read the tail)."""
+    try:
+        with open(journal, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - MAX_LINE))
+            tail = file.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    return any(line.startswith('{"finished":') for line in tail)
 
 
 def _append_end(journal: Path) -> None:

@@ -75,10 +75,54 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+#: Files this process holds a run's lock on: a child forked without exec closes its copies at once
+#: (:func:`_forget_locks_in_child`), so a lock lives exactly as long as the run's own process.
+_HELD: list = []
+
+
+def _forget_locks_in_child() -> None:
+    """In a child forked without exec (multiprocessing's default, DataLoader workers): point the
+    descriptors of the parent's locked files at ``/dev/null``, so that the locks die with the parent
+    (and the child writes nothing into the parent's journal)."""
+    if not _HELD:
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    for held in _HELD:
+        try:
+            os.dup2(null, held)
+        except OSError:
+            pass
+    os.close(null)
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
+def hold_lock(file) -> None:
+    """Lock ``file`` (open) for this run's life: ``flock``, released by the kernel when the last
+    descriptor of it closes, which is this process's own (a forked child drops its copy)."""
+    if fcntl is None:
+        return
+    fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _HELD.append(file.fileno())
+
+
+def release_lock(file) -> None:
+    """Stop tracking ``file`` (about to be closed, its lock with it)."""
+    if file is not None and not file.closed and file.fileno() in _HELD:
+        _HELD.remove(file.fileno())
+
+
 def held_by_a_live_run(path: Path, run_id: str) -> bool:
     """Whether run ``run_id``, which locks ``path`` (its marker, its journal) while it lives, is alive:
     the lock is held (``flock``, released by the kernel when a process dies, whatever its pid
-    namespace); by the pid in the run id where there is no flock."""
+    namespace, and never kept by a child it forked: :func:`hold_lock`); by the pid in the run id
+    where there is no flock."""
     if fcntl is not None:
         try:
             with open(path, "a", encoding="utf-8") as probe:
@@ -119,7 +163,7 @@ class ActiveRun:
         active.mkdir(parents=True, exist_ok=True)
         others = []
         for marker in sorted(active.iterdir()):
-            if marker.name == run_id:
+            if marker.name == run_id or marker.name.startswith("."):
                 continue
             if held_by_a_live_run(marker, marker.name):
                 others.append(marker.name)
@@ -130,11 +174,13 @@ class ActiveRun:
                     pass
             else:
                 marker.unlink(missing_ok=True)  # left by a run that was killed
-        lock = open(active / run_id, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+        # locked under a name of its own, then renamed into place: no run ever sees it unlocked
+        pending = active / f".{run_id}.pending"
+        lock = open(pending, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+        hold_lock(lock)
         lock.write(now() + "\n")
         lock.flush()
-        if fcntl is not None:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(pending, active / run_id)
         return cls(directory, run_id, sorted(others), _lock=lock)
 
     def end(self) -> list[str]:
@@ -146,6 +192,7 @@ class ActiveRun:
         except OSError:
             pass
         if self._lock is not None:
+            release_lock(self._lock)
             self._lock.close()
         return self.joined
 
@@ -214,9 +261,11 @@ def _publish(directory: Path, run_dir: Path, texts: dict[str, str]) -> None:
             atomic_write(directory / name, texts[name])
 
 
-def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bool = True) -> Written:
+def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bool = True,
+          keep: str | None = None) -> Written:
     """Write this run's report; publish it if it is complete and the newest. A write that fails is
-    a warning; the run folder keeps the files written before it."""
+    a warning; the run folder keeps the files written before it. Pruning old runs spares ``keep``
+    (a run being recovered)."""
     status = payload["header"]["status"]
     run_dir = directory / "runs" / run_id
     text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
@@ -238,27 +287,28 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bo
         return written(False, f"run {status}, not published: its report could not be written", saved=False)
     top = directory / "verdicts.json"
     if status != "complete":
-        _prune(directory)
+        _prune(directory, keep)
         return written(False, f"run {status}: {top} keeps the last complete run")
     published = _published_header(directory, run_id, warnings)
     before, ours = instant(published.get("started")), instant(payload["header"]["started"])
     if before is not None and ours is not None and before > ours:
-        _prune(directory)
+        _prune(directory, keep)
         return written(False, f"{top} holds a run that started later; left as it is")
     if published.get("selection") == "full" and payload["header"]["selection"] != "full":
-        _prune(directory)
+        _prune(directory, keep)
         return written(False, f"this run was a {payload['header']['selection']}; {top} keeps the last full run")
     try:
         _publish(directory, run_dir, texts)
     except OSError as error:
         warnings.append(f"could not publish {top}: {error.strerror or error}")
         return written(False, f"not published: {error.strerror or error}")
-    _prune(directory)
+    _prune(directory, keep)
     return written(True, f"published as {top} (with its .md and .html)")
 
 
-def _prune(directory: Path) -> None:
-    """Keep the newest :data:`KEEP_RUNS` run folders (run ids sort by their UTC start) and the published one."""
+def _prune(directory: Path, spare: str | None = None) -> None:
+    """Keep the newest :data:`KEEP_RUNS` run folders (run ids sort by their UTC start), the published
+    one and ``spare``."""
     runs = directory / "runs"
     try:
         keep = (directory / "published").resolve().name if (directory / "published").is_symlink() else None
@@ -266,5 +316,5 @@ def _prune(directory: Path) -> None:
     except OSError:
         return
     for old in folders[:-KEEP_RUNS]:
-        if old.name != keep:
+        if old.name not in (keep, spare):
             shutil.rmtree(old, ignore_errors=True)

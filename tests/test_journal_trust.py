@@ -1,0 +1,227 @@
+"""The journal's trust model (``docs/reference/reports.md``): a run is either finished, its report
+standing and never rewritten, or unfinished, recovered exactly once as ``crashed``; a damaged journal
+costs one line; liveness is the run's own, never a forked child's.
+
+The kill-anywhere test stops a run at each of its write points (the journal's beginning, an
+outcome, the finished mark, the report written, published, old runs pruned, the end mark) by
+SIGKILL, SIGTERM or Ctrl-C, then recovers, and checks what a user then reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from posenc.harness.catalogue.claims import CLAIMS, CONTRACT
+from posenc.harness.catalogue.states import State
+from posenc.harness.verdicts import journal, reports
+from tests.test_faults import report, run_specs
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ("--encoders", "rope_interleaved", "-k", "contract and shape")
+
+#: Where a run is stopped, as a patch of the code that writes there: after the write happens.
+WRITE_POINTS = {
+    "begin": ("journal.Journal", "begin", "True"),
+    "outcome": ("journal.Journal", "outcome", "True"),
+    "finished": ("journal.Journal", "finished", "True"),
+    "report_written": ("reports", "atomic_write", "args[0].name == 'verdicts.json' and 'runs' in args[0].parts"),
+    "published": ("reports", "_publish", "True"),
+    "pruned": ("reports", "_prune", "True"),
+    "end": ("journal.Journal", "end", "True"),
+}
+STOPS = {
+    "sigkill": "os.kill(os.getpid(), signal.SIGKILL)",
+    "sigterm": "os.kill(os.getpid(), signal.SIGTERM); time.sleep(1)",
+    "ctrl_c": "raise KeyboardInterrupt",
+}
+#: Points after which every spec has been judged: the run is finished.
+FINISHED = ("finished", "report_written", "published", "pruned", "end")
+
+
+def _stopper(tmp_path: Path, point: str, stop: str) -> Path:
+    owner, name, when = WRITE_POINTS[point]
+    module, _, cls = owner.partition(".")
+    target = f"{module}.{cls}" if cls else module
+    path = tmp_path / f"stop_at_{point}.py"
+    path.write_text(textwrap.dedent(f'''
+        import os, signal, time
+        from posenc.harness.verdicts import journal, reports
+
+        original = {target}.{name}
+        done = []
+
+        def stopping(*args, **kwargs):
+            result = original(*args, **kwargs)
+            if ({when}) and not done:
+                done.append(1)
+                {STOPS[stop]}
+            return result
+
+        {"setattr(" + target + ", " + repr(name) + ", stopping)"}
+    '''))
+    return path
+
+
+def _recover(matrix_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "posenc", "report", "--recover", "--matrix-dir", str(matrix_dir)],
+                          cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def published_baseline(tmp_path_factory) -> Path:
+    """A complete run, published: every case starts from a copy of it."""
+    directory = tmp_path_factory.mktemp("baseline") / "reports"
+    done = run_specs(*SMALL, matrix_dir=directory)
+    assert done.returncode == 0, done.stdout[-2000:]
+    return directory
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("point", WRITE_POINTS)
+def test_a_run_stopped_at_any_write_point_leaves_true_reports(tmp_path, published_baseline, point, stop):
+    directory = tmp_path / "reports"
+    shutil.copytree(published_baseline, directory, symlinks=True)
+    before = set((directory / "runs").iterdir())
+    stopped = run_specs(*SMALL, "--plugin", _stopper(tmp_path, point, stop), matrix_dir=directory)
+    said = stopped.stdout + stopped.stderr
+    assert "INTERNALERROR" not in said, said[-3000:]
+    if stop != "sigkill" or point not in ("end",):
+        assert stopped.returncode != 0 or point == "end", (stopped.returncode, said[-2000:])
+    (run_dir,) = set((directory / "runs").iterdir()) - before
+    first = _recover(directory)
+    assert first.returncode == 0 and "Traceback" not in first.stdout + first.stderr, first.stderr[-2000:]
+    assert "nothing to recover" in _recover(directory).stdout  # at most once
+    own = report(run_dir / "verdicts.json")["header"]
+    if point in FINISHED:
+        assert own["status"] == "complete", (point, stop, own, first.stdout)  # never turned crashed
+    elif stop == "sigkill":
+        assert own["status"] == State.CRASHED, (point, stop, own)
+    else:
+        assert own["status"] in ("interrupted", State.CRASHED), (point, stop, own)
+    published = report(directory / "verdicts.json")["header"]
+    assert published["status"] == "complete", published  # a crashed run is never shown complete
+    ends = [line for line in (run_dir / journal.NAME).read_text().splitlines() if line.startswith('{"end":')]
+    assert len(ends) <= 1 or point == "end", ends
+
+
+# ------------------------------------------------------------------ damaged journals
+
+
+def _dead_journal(directory: Path, lines: list[str], run_id: str = "20261203-000000-999999") -> Path:
+    run_dir = directory / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / journal.NAME).write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
+def _begin(run_id: str = "20261203-000000-999999") -> str:
+    return json.dumps({"begin": {"run_id": run_id, "started": "2026-12-03T00:00:00+00:00", "selection": "full"},
+                       "roles": {c: {"x": "verdict" if c == CONTRACT else State.NA.value} for c in (CONTRACT, *CLAIMS)},
+                       "kinds": {"x": "rotary"}, "applies": {"x": [CONTRACT]}})
+
+
+def _outcome(test_id: str, state: str = State.HOLDS.value) -> str:
+    return json.dumps({"outcome": {"claim": CONTRACT, "encoder": "x", "spec": "t", "test_id": test_id,
+                                   "state": state}})
+
+
+def test_a_line_nested_past_any_parser_is_one_damaged_line(tmp_path):
+    run_dir = _dead_journal(tmp_path, [_begin(), _outcome("a"), "[" * 200_000 + "]" * 200_000, _outcome("b")])
+    (line,) = journal.recover_unfinished(tmp_path)
+    assert "1 damaged journal lines left out" in line and "(2 outcomes" in line, line
+    assert report(run_dir / "verdicts.json")["header"]["damaged_lines"] == 1
+    assert journal.recover_unfinished(tmp_path) == []
+
+
+def test_an_outcome_with_an_unknown_state_costs_that_outcome_alone(tmp_path):
+    run_dir = _dead_journal(tmp_path, [_begin(), _outcome("a"), _outcome("b", "exploded"), _outcome("c")])
+    (line,) = journal.recover_unfinished(tmp_path)
+    assert "(2 outcomes" in line and "1 damaged" in line, line
+    assert [o["test_id"] for o in report(run_dir / "verdicts.json")["outcomes"]] == ["a", "c"]
+
+
+def test_a_journal_without_a_readable_beginning_is_set_aside_with_one_line(tmp_path):
+    run_dir = _dead_journal(tmp_path, ["{not json", _outcome("a")])
+    (line,) = journal.recover_unfinished(tmp_path)
+    assert "no readable beginning" in line and "set aside" in line, line
+    assert not (run_dir / journal.NAME).exists() and (run_dir / (journal.NAME + ".damaged")).exists()
+    assert journal.recover_unfinished(tmp_path) == []  # later runs start clean
+
+
+def test_recovery_never_prunes_the_run_it_recovers(tmp_path):
+    oldest = _dead_journal(tmp_path, [_begin("20200101-000000-1"), _outcome("a")], "20200101-000000-1")
+    for k in range(reports.KEEP_RUNS + 3):
+        (tmp_path / "runs" / f"20261204-0000{k:02d}-1").mkdir()
+    (line,) = journal.recover_unfinished(tmp_path)
+    assert (oldest / "verdicts.json").exists(), line
+    assert "status crashed" in line
+
+
+def test_a_finished_runs_report_is_never_rewritten(tmp_path):
+    """A journal with its finished mark and a report that stands: recovery marks it ended and
+    leaves the report as the run wrote it."""
+    header = {"run_id": "r", "started": "2026-12-03T00:00:00+00:00", "status": "complete", "selection": "full"}
+    run_dir = _dead_journal(tmp_path, [_begin(), _outcome("a"), json.dumps({"finished": "complete", "header": header})])
+    for name in ("verdicts.md", "verdicts.html"):
+        (run_dir / name).write_text("as written\n")
+    (run_dir / "verdicts.json").write_text(json.dumps({"header": header, "written": "by the run"}))
+    assert journal.recover_unfinished(tmp_path) == []
+    assert report(run_dir / "verdicts.json")["written"] == "by the run"
+    assert journal.unfinished(tmp_path) == []
+
+
+# ------------------------------------------------------------------ liveness
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_child_does_not_keep_a_dead_run_alive(tmp_path):
+    """A child forked without exec (multiprocessing's default) inherits the run's open files; it
+    drops their locks at once, so the run's death is seen while the child lives on."""
+    script = tmp_path / "forking_run.py"
+    script.write_text(textwrap.dedent(f'''
+        import os, signal, time
+        from pathlib import Path
+        from posenc.harness.verdicts import journal, reports
+
+        directory = Path({str(tmp_path / "reports")!r})
+        active = reports.ActiveRun.begin(directory, "20261203-000000-424242")
+        log = journal.Journal(directory / "runs" / "20261203-000000-424242")
+        log.begin({{"run_id": "20261203-000000-424242", "started": "2026-12-03T00:00:00+00:00",
+                    "selection": "full"}}, [], {{}}, {{}})
+        child = os.fork()
+        if child == 0:
+            for stream in (1, 2):  # let the parent's pipes close
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream)
+            time.sleep(60)
+            os._exit(0)
+        print(child, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    '''))
+    ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True)
+    child = int(ran.stdout.split()[0])
+    try:
+        os.kill(child, 0)  # the child lives on
+        run_dir = tmp_path / "reports" / "runs" / "20261203-000000-424242"
+        assert journal.unfinished(tmp_path / "reports") == [run_dir]
+        assert reports.ActiveRun.begin(tmp_path / "reports", "20261203-000001-1").others == []
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_a_run_that_can_keep_no_journal_says_so_at_start_up(tmp_path):
+    directory = tmp_path / "reports"
+    directory.mkdir()
+    (directory / "runs").write_text("a file where the runs' folder should be\n")
+    ran = run_specs(*SMALL, matrix_dir=directory)
+    said = " ".join(ran.stdout.split())
+    assert "WARNING no journal can be kept in" in said, said[-2000:]
+    assert said.index("WARNING no journal") < said.index("passed") or "passed" not in said
