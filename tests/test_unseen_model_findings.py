@@ -1,0 +1,194 @@
+"""The defects ``--model`` found on transformers architectures it had never run, each reproduced
+here with transformers alone (tiny models from a config, random weights, float32, eager), so that
+a finding never rests on the harness (``docs/findings/models.md``, "Architectures run blind").
+
+Each test states the size it measures at and shows the contrast that makes the defect one: the
+same call on a model without the defect, or with the defect's component held at zero, agrees.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc.ecosystem import support
+
+pytestmark = pytest.mark.skipif(not support.available("transformers"),
+                                reason=f"transformers is not installed: {support.INSTALL_HINT}")
+
+COMMON = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              intermediate_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2, initializer_range=0.2)
+
+
+def _model(config_class: str, **arguments):
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = getattr(transformers, config_class)(**arguments)
+    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+
+
+def _ids(length: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(3, 128, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _cache(out):
+    return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+
+
+def _zero_outputs(modules) -> None:
+    def zero(module, args, output):
+        return (torch.zeros_like(output[0]), *output[1:]) if isinstance(output, tuple) else torch.zeros_like(output)
+
+    for module in modules:
+        module.register_forward_hook(zero)
+
+
+def _off(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+def test_phimoe_never_applies_its_long_factors():
+    """Phi-3.5-MoE (longrope, original length 16, maximum 64): a window of 8 at 40 gives the window
+    at 0's logits, as if no long factor were configured; Phi-3 with the same rope parameters turns
+    it otherwise (its long factors apply past 16). ``PhimoeRotaryEmbedding`` recomputes its
+    frequencies from the config at every call, so the factors ``dynamic_rope_update`` stores are
+    never read."""
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 16, "factor": 4.0,
+            "short_factor": [1.0 + 0.1 * i for i in range(8)], "long_factor": [2.0 + 0.5 * i for i in range(8)]}
+    phimoe = _model("PhimoeConfig", **COMMON, max_position_embeddings=64, num_local_experts=4,
+                    num_experts_per_tok=2, router_jitter_noise=0.0,
+                    rope_parameters={**rope, "short_mscale": 1.0, "long_mscale": 1.0})
+    phi3 = _model("Phi3Config", **COMMON, max_position_embeddings=64, original_max_position_embeddings=16,
+                  rope_parameters=rope)
+    ids = _ids(8)
+    with torch.no_grad():
+        moved = {name: _off(m(ids, position_ids=torch.arange(8)[None]).logits,
+                            m(ids, position_ids=torch.arange(40, 48)[None]).logits)
+                 for name, m in (("phimoe", phimoe), ("phi3", phi3))}
+    assert moved["phimoe"] < 1e-3 < 0.1 < moved["phi3"], moved
+
+
+def test_jamba_restarts_its_mamba_state_on_a_chunked_continuation():
+    """Jamba (a Mamba layer, then attention): a chunk of 5 tokens continuing a cache of 7 differs
+    from the full pass; with the Mamba mixers' output held at zero it matches. A multi-token
+    continuation runs the Mamba scan from a zero state."""
+    model = _model("JambaConfig", **COMMON, max_position_embeddings=4096, attn_layer_period=2, attn_layer_offset=1,
+                   expert_layer_period=2, expert_layer_offset=1, num_experts=4, num_experts_per_tok=2,
+                   mamba_d_state=16, mamba_d_conv=4, mamba_expand=2)
+    ids = _ids(12, 1)
+
+    def chunked_off():
+        with torch.no_grad():
+            full = model(ids).logits[:, 7:]
+            cache = _cache(model(ids[:, :7], use_cache=True))
+            return _off(model(ids[:, 7:], cache=cache, use_cache=True).logits, full)
+
+    defect = chunked_off()
+    _zero_outputs(m for n, m in model.named_modules() if type(m).__name__ == "JambaMambaMixer")
+    assert chunked_off() < 1e-4 < 0.1 < defect, defect
+
+
+def test_zamba2_decodes_otherwise_than_its_prefill():
+    """Zamba2 (a Mamba-2 layer, then a hybrid layer with a shared attention block): decoding one
+    token a call after a prefill of 4, positions given, drifts from the full pass, by more than
+    5e-3 within 36 steps (float32 noise is 1e-6 here); with the Mamba-2 mixers' output held at
+    zero it matches. The mixer's one-token update is not its prefill scan (``dt`` is clamped in
+    the scan only)."""
+    model = _model("Zamba2Config", vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=4, attention_head_dim=16, mamba_d_state=16, mamba_headdim=16,
+                   mamba_ngroups=1, n_mamba_heads=8, layers_block_type=["mamba", "hybrid"], hybrid_layer_ids=[1],
+                   max_position_embeddings=4096, use_mem_rope=True, pad_token_id=0, initializer_range=0.2,
+                   chunk_size=16, num_mem_blocks=1, adapter_rank=8)
+    ids = _ids(40, 1)
+
+    def decode_off():
+        with torch.no_grad():
+            full, worst = model(ids).logits, 0.0
+            cache = _cache(model(ids[:, :4], use_cache=True))
+            for j in range(4, 40):
+                step = model(ids[:, j : j + 1], cache=cache, position_ids=torch.tensor([[j]]), use_cache=True)
+                cache, worst = _cache(step), max(worst, _off(step.logits[:, -1], full[:, j]))
+            return worst
+
+    defect = decode_off()
+    _zero_outputs(m for n, m in model.named_modules() if type(m).__name__ == "Zamba2MambaMixer")
+    assert decode_off() < 1e-4 < 5e-3 < defect, defect
+
+
+def test_recurrentgemma_carries_its_convolution_across_packed_documents():
+    """RecurrentGemma: two documents packed in one row with position ids that restart; the RG-LRU
+    restarts at position 0, but the temporal convolution (width 4) reads the previous document's
+    last tokens, so the second document differs from itself alone (Google's reference masks the
+    convolution at a document start)."""
+    model = _model("RecurrentGemmaConfig", vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, intermediate_size=128, conv1d_width=4,
+                   block_types=["recurrent", "attention"], pad_token_id=0, initializer_range=0.2)
+    first, second = _ids(7, 3), _ids(5, 4)
+    with torch.no_grad():
+        packed = model(torch.cat((first, second), 1), use_cache=False,
+                       position_ids=torch.cat((torch.arange(7), torch.arange(5)))[None]).logits
+        alone = [model(document, use_cache=False, position_ids=torch.arange(document.shape[1])[None]).logits
+                 for document in (first, second)]
+    assert _off(packed[:, :7], alone[0]) < 1e-4 < 1e-2 < _off(packed[:, 7:], alone[1])
+
+
+@pytest.mark.parametrize("name", ["opt", "llama"])
+def test_opt_lets_packed_documents_attend_each_other(name):
+    """OPT: two documents packed with position ids that restart; its mask is built without the
+    position ids, so the second document attends to the first and differs from itself alone.
+    Llama, the contrast, keeps them apart."""
+    if name == "opt":
+        model = _model("OPTConfig", vocab_size=128, hidden_size=64, num_hidden_layers=2, ffn_dim=128,
+                       max_position_embeddings=4096, num_attention_heads=4, word_embed_proj_dim=64, dropout=0.0,
+                       init_std=0.2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    else:
+        model = _model("LlamaConfig", **COMMON, max_position_embeddings=4096)
+    first, second = _ids(7, 5), _ids(5, 6)
+    with torch.no_grad():
+        packed = model(torch.cat((first, second), 1), use_cache=False,  # transformers' packed form
+                       position_ids=torch.cat((torch.arange(7), torch.arange(5)))[None]).logits[:, 7:]
+        alone = model(second, use_cache=False, position_ids=torch.arange(5)[None]).logits
+    off = _off(packed, alone)
+    assert (off > 0.1) if name == "opt" else (off < 1e-4), off
+
+
+@pytest.mark.parametrize("name", ["opt", "codegen", "gpt_bigcode"])
+def test_past_their_tables_opt_codegen_and_gpt_bigcode_raise_errors_that_name_no_limit(name):
+    """At 4096 positions (their configured maximum), a window past it raises an error whose
+    message names no limit."""
+    from specs.support import LIMIT_WORDS
+
+    tokens = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    model = {
+        "opt": lambda: _model("OPTConfig", vocab_size=128, hidden_size=64, num_hidden_layers=2, ffn_dim=128,
+                              max_position_embeddings=4096, num_attention_heads=4, word_embed_proj_dim=64,
+                              dropout=0.0, **tokens),
+        "codegen": lambda: _model("CodeGenConfig", vocab_size=128, n_positions=4096, n_ctx=4096, n_embd=64,
+                                  n_layer=2, n_head=4, rotary_dim=8, n_inner=128, **tokens),
+        "gpt_bigcode": lambda: _model("GPTBigCodeConfig", vocab_size=128, n_positions=4096, n_embd=64, n_layer=2,
+                                      n_head=4, n_inner=128, multi_query=True, **tokens),
+    }[name]()
+    ids = _ids(16, 7)
+    with pytest.raises(Exception) as raised, torch.no_grad():
+        model(ids, position_ids=torch.arange(4133, 4149)[None])
+    assert not any(word in str(raised.value).lower() for word in LIMIT_WORDS), str(raised.value)
+
+
+def test_minimax_decodes_a_bare_step_at_position_0():
+    """MiniMax (a linear-attention layer first): ``model(ids)``, then the next id with the cache
+    and nothing else, differs from the full pass: its offset is ``cache.get_seq_length()``, which
+    reads the linear-attention layer, 0. With its position id given the step matches."""
+    import transformers
+
+    model = _model("MiniMaxConfig", **COMMON, max_position_embeddings=32, head_dim=16, num_local_experts=4,
+                   num_experts_per_tok=2, layer_types=["linear_attention", "full_attention"], block_size=8)
+    ids = _ids(6, 8)
+    with torch.no_grad():
+        full = model(ids).logits[:, -1]
+        bare = model(ids[:, 5:], cache=_cache(model(ids[:, :5], use_cache=True))).logits[:, -1]
+        given = model(ids[:, 5:], cache=_cache(model(ids[:, :5], use_cache=True)),
+                      position_ids=torch.tensor([[5]])).logits[:, -1]
+    assert isinstance(_cache(model(ids, use_cache=True)), transformers.DynamicCache)  # its own subclass
+    assert _off(given, full) < 1e-4 < 0.1 < _off(bare, full)
