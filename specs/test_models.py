@@ -67,8 +67,10 @@ GIVEN, OWN = "given", "own"
 REGIMES = {GIVEN: "with given positions", OWN: "with the model's own positions"}
 
 
-#: While a violation's blame is probed, what is done to every copy of the model (:func:`_attributed`).
+#: While a violation's blame is probed, what is done to every copy of the model (:func:`_attributed`),
+#: and the violation's details: a relation reruns only the path and position that failed.
 _PROBE = None
+_FOCUS: dict = {}
 
 
 class Fresh:
@@ -222,14 +224,24 @@ def _require_teeth(model, ids, positions, bound, what, regime=GIVEN, allowance=0
     said = "; ".join(f"{how} moves the last logits by {change:.2e}" for how, change in moves.items())
     why = ("given positions move nothing where the order of the tokens does: the model seems to ignore "
            "position_ids" if reversal >= need else "the logits barely depend on position here")
+    low = int(positions.min()) if positions is not None and model.traits.takes_position_ids else 0
+    if low > 0 and "the last token's position moved by one" in moves:  # teeth where the relation's positions are
+        near = positions - low
+        moved = near.clone()
+        moved[:, -1] += 1
+        at_zero = _error(_forward(model, ids, moved)[0][:, -1], _forward(model, ids, near)[0][:, -1])
+        if at_zero >= need:
+            why = (f"a position one off moves nothing at {low}…{int(positions.max())} but moves the last logits by "
+                   f"{at_zero:.2e} at 0…{int(near.max())}: positions there read as clamped or saturated (a table "
+                   "that stops at its maximum)")
     s.undecided(f"no teeth for {what}: {why} ({said}, under {TEETH} tolerances, {need:.2e})")
 
 
-def _rerun(relation, record, device, regime, probe):
+def _rerun(relation, record, device, regime, probe, focus: dict):
     """``relation`` once more, every copy of the model altered by ``probe``: the violation it
     raises, None where it holds, or ``...`` where it reaches no verdict."""
-    global _PROBE
-    _PROBE = probe
+    global _PROBE, _FOCUS
+    _PROBE, _FOCUS = probe, focus
     try:
         relation(record, device, regime)
     except ClaimViolation as again:
@@ -237,7 +249,7 @@ def _rerun(relation, record, device, regime, probe):
     except BaseException:  # noqa: BLE001 - an exclusion, a crash: no evidence either way
         return ...
     finally:
-        _PROBE = None
+        _PROBE, _FOCUS = None, {}
     return None
 
 
@@ -273,7 +285,7 @@ def _blame(relation, record, device, regime, violation):
     if reached:
         if not _blind_to_positions(fresh, record, device, neutralise=True):
             return
-        again = _rerun(relation, record, device, regime, attribution.neutralise_positions)
+        again = _rerun(relation, record, device, regime, attribution.neutralise_positions, violation.details)
         if not isinstance(again, ClaimViolation):
             return
         evidence = {"with the positions neutralised": f"{', '.join(reached)} made the identity, the violation "
@@ -291,7 +303,7 @@ def _blame(relation, record, device, regime, violation):
         def held(model):
             attribution.neutralise_positions(model)
             attribution.hold_recurrent_layers(model)
-        if _rerun(relation, record, device, regime, held) is None:
+        if _rerun(relation, record, device, regime, held, violation.details) is None:
             blame = f"its recurrent layers ({recurrent.describe()})"
             evidence["with its recurrent layers held at zero too"] = "the relation holds"
             probe += "; it clears with the recurrent layers held at zero"
@@ -393,6 +405,11 @@ def _chunk_paths(model):
     return (BARE, ONES) if model.traits.takes_attention_mask else (BARE,)
 
 
+def _path(way) -> dict:
+    """A violation's detail naming the own-position path it took (a probe of blame reruns it)."""
+    return {} if way is None else {"path": way}
+
+
 def _stepped(model, ids, prefill, place, regime, way, device):
     """A prefill of ``prefill`` tokens, then one token a call with the cache: the logits of
     positions prefill − 1 … length − 1, and those positions."""
@@ -415,20 +432,28 @@ def _decode(record, device, regime):
     ids = _ids(1, decode.length, record, seed=1, device=device)
     decoded = {}
     for way in (_own_paths(model) if regime == OWN else (None,)):
+        if _FOCUS.get("path", way) != way:  # a probe of blame reruns the path that failed
+            continue
         try:
             if way == GENERATE:
                 steps = _generate(fresh(), ids, torch.ones_like(ids), decode.prefill,
                                   f"{REGIMES[regime]} {way}, decoding")
                 decoded[way] = steps, list(range(decode.prefill - 1, decode.length - 1))
             else:
-                decoded[way] = _stepped(fresh(), ids, decode.prefill, place, regime, way, device)
+                used = fresh()
+                decoded[way] = _stepped(used, ids, decode.prefill, place, regime, way, device)
         except Excluded:
             if way is None or way == GENERATE:
                 raise
     longest = max(len(at) for _, at in decoded.values())
-    prefixes = {j: _prefix_logits(fresh, ids, j + 1, place, device, regime)[:, -1]
-                for j in range(decode.prefill - 1, decode.prefill - 1 + longest)}
-    bound = _bound(torch.stack(list(prefixes.values()), dim=1), model, reach=decode.length)
+    wanted = range(decode.prefill - 1, decode.prefill - 1 + longest)
+    if _FOCUS.get("sequence") == "new":  # a probe of blame of the new sequence: no decode judged
+        wanted, decoded = [], {}
+    elif "position" in _FOCUS:  # a probe of blame: the position that failed
+        wanted = [_FOCUS["position"]]
+        decoded = {way: (steps[:, [at.index(j) for j in wanted]], wanted) for way, (steps, at) in decoded.items()}
+    prefixes = {j: _prefix_logits(fresh, ids, j + 1, place, device, regime)[:, -1] for j in wanted}
+    bound = _bound(torch.stack(list(prefixes.values()), dim=1), model, reach=decode.length) if prefixes else 0.0
     full = None
     for way, (steps, at) in decoded.items():
         said = REGIMES[regime] + ("" if way is None else f" {way}")
@@ -438,7 +463,7 @@ def _decode(record, device, regime):
         s.require_within(error=float(errors[worst]), bound=bound,
                          what=f"{said}, decode step {worst} (position {at[worst]}, after a prefill of "
                               f"{decode.prefill}) gives other logits than a fresh pass on the prefix 0…{at[worst]} "
-                              f"(maximum {record.model.max_position})", position=at[worst], regime=regime)
+                              f"(maximum {record.model.max_position})", position=at[worst], regime=regime, **_path(way))
         if _promises_full_pass(fresh.traits, decode.last):
             if full is None:
                 full, _ = _forward(fresh(), ids, place(_positions(1, decode.length, device=device)),
@@ -448,7 +473,14 @@ def _decode(record, device, regime):
             s.require_within(error=float(errors[worst]), bound=bound,
                              what=f"{said}, decode step {worst} (position {at[worst]}) gives other logits "
                                   f"than one full pass of {decode.length}, though it matches its prefix's",
-                             position=at[worst], regime=regime)
+                             position=at[worst], regime=regime, **_path(way))
+    if regime == GIVEN and (not _FOCUS or _FOCUS.get("sequence") == "new"):  # it starts anew as a fresh model
+        other, start = _ids(1, decode.prefill, record, seed=3, device=device), _positions(1, decode.prefill, device=device)
+        again, _ = _forward(used, other, start, what="a new sequence on the model that decoded")
+        anew, _ = _forward(fresh(), other, start, what="a new sequence on a fresh model")
+        s.require_within(error=_error(again, anew), bound=_bound(anew, model), regime=regime, sequence="new",
+                         what="a new sequence (no cache passed) on the model that decoded before gives other logits "
+                              "than on a fresh model: it keeps state across sequences (a cache reset that does nothing)")
     _require_teeth(fresh(), ids, _positions(1, decode.length, device=device), bound, "decoding", regime)
 
 
@@ -474,6 +506,8 @@ def _chunks(record, device, regime):
     ids = _ids(1, length, record, seed=2, device=device)
     chunked = {}
     for way in (_chunk_paths(model) if regime == OWN else (None,)):
+        if _FOCUS.get("path", way) != way:  # a probe of blame reruns the path that failed
+            continue
         said = REGIMES[regime] + ("" if way is None else f" {way}")
         model, cache, start, judged = fresh(), None, 0, []
         try:
@@ -487,26 +521,33 @@ def _chunks(record, device, regime):
             if way != BARE:
                 raise
             continue
-        chunked[said] = judged
+        chunked[way] = judged
     if not chunked:
         raise Excluded(f"{type(model.model).__name__} continues a sequence with its own positions only through its "
                        "generate, which prefills in one call")
     references, bound = {}, None
-    for said, judged in chunked.items():
+    for way, judged in chunked.items():
+        said = REGIMES[regime] + ("" if way is None else f" {way}")
         for k, (begin, end, logits) in enumerate(judged):
+            if _FOCUS and _FOCUS.get("chunk") != k:  # a probe of blame: the chunk that failed
+                continue
             if end not in references:
                 references[end] = _prefix_logits(fresh, ids, end, place, device, regime)
             reference = references[end][:, begin:end]
             bound = bound or _bound(reference, model, reach=length)
             s.require_within(error=_error(logits, reference), bound=bound,
                              what=f"{said}, chunk {k} ({begin}…{end - 1}, chunk sizes {sizes}) gives other "
-                                  f"logits than a fresh pass on the prefix 0…{end - 1}", chunk=k, regime=regime)
-        if _promises_full_pass(fresh.traits, length - 1):
+                                  f"logits than a fresh pass on the prefix 0…{end - 1}", chunk=k, regime=regime,
+                             **_path(way))
+        if _promises_full_pass(fresh.traits, length - 1) and (not _FOCUS or "chunk" not in _FOCUS):
+            if length not in references:
+                references[length] = _prefix_logits(fresh, ids, length, place, device, regime)
+                bound = bound or _bound(references[length], model, reach=length)
             full = references[length]  # the last chunk's prefix is the whole sequence
             joined = torch.cat([logits for _, _, logits in judged], dim=1)
             s.require_within(error=_error(joined, full), bound=bound,
                              what=f"{said}, a prefill in chunks of {sizes} gives other logits than one full "
-                                  "pass, though each chunk matches its prefix's", regime=regime)
+                                  "pass, though each chunk matches its prefix's", regime=regime, **_path(way))
     _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill", regime)
 
 

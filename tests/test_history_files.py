@@ -31,6 +31,17 @@ BAD_RUNS = {
                           "stats.median is 'fast', not a number"),
     "malformed JSON": ('{\n  "benchmarks": [\n    {"name": "x",}\n', "not valid JSON: Expecting property name "
                        "enclosed in double quotes at line 3 column 18"),
+    "a NaN median": (json.dumps({"benchmarks": [{**BENCHMARK, "stats": {**BENCHMARK["stats"], "median": float("nan")}}]}),
+                     "stats.median is nan: a time must be finite and positive"),
+    "a zero median": (json.dumps({"benchmarks": [{**BENCHMARK, "stats": {**BENCHMARK["stats"], "median": 0.0}}]}),
+                      "stats.median is 0.0: a time must be finite and positive"),
+    "a negative minimum": (json.dumps({"benchmarks": [{**BENCHMARK, "stats": {**BENCHMARK["stats"], "min": -1.0}}]}),
+                           "stats.min is -1.0: a time must be finite and positive"),
+    "an infinite median": ('{"benchmarks": [{"name": "x", "stats": {"median": 1e400}}]}',
+                           "stats.median is inf: a time must be finite and positive"),
+    "nested past any parser": ("[" * 100_000 + "]" * 100_000, "JSON nested deeper than can be read"),
+    "a 400-digit integer": ('{"benchmarks": [{"name": "x", "stats": {"median": 1' + "0" * 5000 + '}}]}',
+                            "Exceeds the limit"),
 }
 
 
@@ -79,6 +90,19 @@ def test_compare_names_a_malformed_file_and_the_line_and_column_of_its_error(tmp
     line = refusal(compare(tmp_path, "--fail"))
     assert line == f"error: {newest}: {BAD_RUNS['malformed JSON'][1]}", line
     assert line == refusal(compare(tmp_path, "1", str(newest)))  # named by path, the same
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs: POSIX only")
+def test_compare_never_reads_a_fifo_named_like_a_saved_run(tmp_path, compare):
+    """A special file named like a run is never opened (reading a FIFO waits for a writer forever)."""
+    newest = storage(tmp_path, json.dumps({"benchmarks": [BENCHMARK]}))
+    fifo = newest.with_name("0003_ghi_20240103_000000.json")
+    os.mkfifo(fifo)
+    done = compare(tmp_path, "0001", "latest")
+    assert done.returncode == 0, done.stderr  # latest is the newest regular file, 0002
+    assert history.saved_runs(tmp_path / "benchmarks")[-1] == newest
+    with pytest.raises(history.RunFileError, match="not a regular file"):
+        history.read_run(fifo)
 
 
 def test_compare_still_compares_good_runs(tmp_path, compare):

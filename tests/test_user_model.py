@@ -158,3 +158,16 @@ def test_torchtune_past_max_seq_len_raises_naming_no_limit_without_the_harness()
     with torch.no_grad(), pytest.raises(IndexError) as raised:
         model(torch.randint(3, 128, (1, 4)), input_pos=torch.arange(62, 66)[None])
     assert not any(word in str(raised.value) for word in ("max_seq_len", "maximum", "limit", "table"))
+
+
+def test_a_reset_that_does_nothing_fails_decoding(tmp_path):
+    """Every path starts on a fresh copy of the model, so a broken reset shows only where a model
+    that decoded starts a new sequence: MODEL-2 does, and reads the stale keys."""
+    source = EXAMPLE.read_text().replace("            block.keys = block.values = None", "            pass")
+    assert "            pass" in source
+    (tmp_path / "my_model.py").write_text(source)
+    verdicts, ran = _run(tmp_path, f"{tmp_path / 'my_model.py'}:TinyDecoder", "-k", "decoding")
+    row = _model_row(verdicts, "model_TinyDecoder")
+    assert row["MODEL-2"] == State.UNEXPECTEDLY_FAILING, (row, ran.stdout[-2000:])
+    failed = [o for o in verdicts["outcomes"] if o["state"] == State.UNEXPECTEDLY_FAILING]
+    assert any("keeps state across sequences" in o["message"] for o in failed), failed

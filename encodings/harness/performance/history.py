@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,12 +103,30 @@ class RunFileError(ValueError):
     Its message is one line that starts with the file's path."""
 
 
+#: A saved run larger than this is refused unread.
+MAX_RUN_BYTES = 64 << 20
+
+
 def _load(path: Path) -> dict:
-    """The file's JSON object; a :class:`RunFileError` naming the file, and the line and column of bad JSON."""
+    """The file's JSON object; a :class:`RunFileError` naming the file, and the line and column of bad
+    JSON. Reading is bounded: a regular file only (a FIFO would hang the reader), of at most
+    :data:`MAX_RUN_BYTES`; JSON nested past the parser's depth or with a number too long to read
+    is refused."""
     try:
+        if not path.is_file():
+            raise RunFileError(f"{path}: not a regular file: a saved run is a JSON file")
+        size = path.stat().st_size
+        if size > MAX_RUN_BYTES:
+            raise RunFileError(f"{path}: {size} bytes, more than a saved run's limit of {MAX_RUN_BYTES}")
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RunFileError:
+        raise
     except json.JSONDecodeError as error:
         raise RunFileError(f"{path}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise RunFileError(f"{path}: not a pytest-benchmark save: JSON nested deeper than can be read") from None
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise RunFileError(f"{path}: not a pytest-benchmark save: {str(error)[:120]}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise RunFileError(f"{path}: cannot be read: {error}") from None
     if not isinstance(data, dict):
@@ -139,6 +158,10 @@ def _check_benchmarks(path: Path, data: dict) -> list[dict]:
                 raise RunFileError(f"{where}: {spec} is {value!r}, not a number")
         if _value(entry, METRICS["time"][0]) is None:
             raise RunFileError(f"{where}: stats has no 'median'")
+        for spec in ("stats.median", "stats.min"):
+            value = _value(entry, spec)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise RunFileError(f"{where}: {spec} is {value!r}: a time must be finite and positive")
         try:
             benchmark_key(entry)
         except (AttributeError, TypeError) as error:
@@ -175,7 +198,8 @@ def run_in_progress(infos: list[dict]) -> Run:
 def saved_runs(storage: Path) -> list[Path]:
     """Every saved run under ``storage`` (a pytest-benchmark storage folder), oldest first."""
     storage = Path(str(storage).removeprefix("file://"))
-    return sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_*.json"), key=lambda p: (p.name, str(p.parent)))
+    return sorted((p for p in storage.glob("*/[0-9][0-9][0-9][0-9]_*.json") if p.is_file()),
+                  key=lambda p: (p.name, str(p.parent)))
 
 
 def find_run(storage: Path, reference: str) -> Path:

@@ -46,7 +46,7 @@ def _write_report(config, state, collector, exitstatus) -> None:
                    "kinds": {r.name: r.group for r in state.records},
                    "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
         state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
-                                      render_markdown(cells, cell_roles))
+                                      render_markdown(cells, cell_roles, header))
         state.cells = cells
     except (KeyboardInterrupt, MemoryError, OSError) as error:
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"

@@ -249,7 +249,7 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
     header["outcomes"] = len(matrix.outcomes)
     payload = {"header": header, "matrix": cells, "roles": begin["roles"], "kinds": begin["kinds"],
                "outcomes": [o.as_dict() for o in matrix.outcomes]}
-    return payload, render_markdown(cells, begin["roles"])
+    return payload, render_markdown(cells, begin["roles"], header)
 
 
 def _report_stands(run_dir: Path) -> bool:

@@ -132,7 +132,8 @@ CROSS_CHECK_NOTE = ("Cross-checks: cells on designs a claim is not about (a RoPE
 
 def _markdown_table(matrix, keep) -> list[str]:
     encoders = list(next(iter(matrix.values())))
-    lines = ["| claim | " + " | ".join(f"`{e}`" for e in encoders) + " |", "|---|" + "---|" * len(encoders)]
+    shown = [e.replace("|", "\\|").replace("`", "'").replace("\n", " ") for e in encoders]  # one cell each
+    lines = ["| claim | " + " | ".join(f"`{e}`" for e in shown) + " |", "|---|" + "---|" * len(encoders)]
     for claim, row in matrix.items():
         cells = [(f"**{s}**" if s in SURPRISES else s) if keep(claim, e) else "" for e, s in row.items()]
         if any(cells):
@@ -142,13 +143,27 @@ def _markdown_table(matrix, keep) -> list[str]:
     return lines
 
 
-def render_markdown(matrix: dict[str, dict[str, str]], roles_: dict[str, dict[str, str]] | None = None) -> str:
-    """The verdicts on the documents' claims; with ``roles_``, the cross-checks in a table of their own."""
+def status_line(header: dict) -> str:
+    """What a run's report is worth, first: its status, selection and times; a recovery says why."""
+    line = (f"**Run {header.get('run_id', '?')}: {header.get('status', '?')}** ({header.get('selection', '?')}; "
+            f"started {header.get('started') or '?'}, finished {header.get('finished') or 'never'})")
+    if header.get("recovered"):
+        why = header.get("report_missing") or "the process died" + (
+            f" while {header['crashed_in']['encoder']} ran" if header.get("crashed_in") else "")
+        line += f"; recovered from its journal at {header['recovered']}: {why}"
+    return line + "\n\n"
+
+
+def render_markdown(matrix: dict[str, dict[str, str]], roles_: dict[str, dict[str, str]] | None = None,
+                    header: dict | None = None) -> str:
+    """The verdicts on the documents' claims; with ``roles_``, the cross-checks in a table of their
+    own; with the report's ``header``, its :func:`status_line` first."""
+    first = status_line(header) if header else ""
     if roles_ is None:
-        return "\n".join(_markdown_table(matrix, lambda c, e: True)) + "\n" + HARNESS_NOTE
+        return first + "\n".join(_markdown_table(matrix, lambda c, e: True)) + "\n" + HARNESS_NOTE
     verdicts = _markdown_table(matrix, lambda c, e: roles_[c][e] != "cross-check")
     checks = _markdown_table(matrix, lambda c, e: roles_[c][e] == "cross-check")
-    return ("\n".join(verdicts) + "\n" + HARNESS_NOTE + "\n#### Cross-checks (not verdicts on the documents)\n\n"
+    return (first + "\n".join(verdicts) + "\n" + HARNESS_NOTE + "\n#### Cross-checks (not verdicts on the documents)\n\n"
             + CROSS_CHECK_NOTE + "\n\n" + "\n".join(checks) + "\n")
 
 

@@ -291,7 +291,10 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bo
         return written(False, f"run {status}: {top} keeps the last complete run")
     published = _published_header(directory, run_id, warnings)
     before, ours = instant(published.get("started")), instant(payload["header"]["started"])
-    if before is not None and ours is not None and before > ours:
+    if before is not None and before > instant(now()):  # a clock that ran ahead: no later run could ever publish
+        warnings.append(f"{top} holds a run that started in the future ({published.get('started')}, a clock ahead "
+                        "of this machine's): replaced by this run")
+    elif before is not None and ours is not None and before > ours:
         _prune(directory, keep)
         return written(False, f"{top} holds a run that started later; left as it is")
     if published.get("selection") == "full" and payload["header"]["selection"] != "full":
