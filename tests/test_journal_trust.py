@@ -225,3 +225,36 @@ def test_a_run_that_can_keep_no_journal_says_so_at_start_up(tmp_path):
     said = " ".join(ran.stdout.split())
     assert "WARNING no journal can be kept in" in said, said[-2000:]
     assert said.index("WARNING no journal") < said.index("passed") or "passed" not in said
+
+
+# ------------------------------------------------------------------ what the report says first
+
+
+def test_verdicts_md_leads_with_the_status_and_an_encoder_name_keeps_to_its_cell():
+    from posenc.harness.verdicts.matrix import render_markdown
+
+    header = {"run_id": "r1", "status": "interrupted", "selection": "full", "started": "2026-12-03T00:00:00+00:00",
+              "finished": None}
+    text = render_markdown({CONTRACT: {"a|b`c": State.HOLDS.value}}, None, header)
+    first = text.splitlines()[0]
+    assert first.startswith("**Run r1: interrupted**") and "finished never" in first, first
+    row = next(line for line in text.splitlines() if line.startswith(f"| {CONTRACT}"))
+    assert row.replace("\\|", "").count("|") == 3, row  # claim, one encoder: the pipe is escaped
+
+
+def test_a_recovered_reports_markdown_says_when_and_why(tmp_path):
+    run_dir = _dead_journal(tmp_path, [_begin(), _outcome("a")])
+    journal.recover_unfinished(tmp_path)
+    first = (run_dir / "verdicts.md").read_text().splitlines()[0]
+    assert ": crashed**" in first and "recovered from its journal" in first, first
+
+
+def test_a_published_report_from_a_clock_ahead_never_blocks_publishing(tmp_path):
+    def payload(started: str, run_id: str) -> dict:
+        return {"header": {"status": "complete", "selection": "full", "started": started, "run_id": run_id},
+                "matrix": {}, "roles": {}, "kinds": {}, "outcomes": []}
+
+    ahead = reports.write(tmp_path, "21000101-000000-1", payload("2100-01-01T00:00:00+00:00", "a"), "x\n")
+    assert ahead.published
+    ours = reports.write(tmp_path, "20261205-000000-2", payload(reports.now(), "b"), "y\n")
+    assert ours.published and any("started in the future" in w for w in ours.warnings), ours
