@@ -194,10 +194,10 @@ class CacheKeyedByLength(SteppedRotary):
         return cos.expand_as(angles), sin.expand_as(angles)
 
 
-@mutant("rope_interleaved", fails={"ROPE-9", "ROPE-1", "ROPE-2", "ROPE-4", "ROPE-10a", "PATH-2"},
+@mutant("rope_interleaved", fails={"ROPE-9", "ROPE-1", "ROPE-4", "ROPE-10a", "PATH-2"},
         why="the output depends on the calls before (ROPE-9); every spec that calls twice at one length with other "
-            "positions gets the first call's angles: the rotation (ROPE-1), the measured rate (ROPE-2), the offset "
-            "relations near and far (ROPE-4, ROPE-10a) and decoding (PATH-2)")
+            "positions gets the first call's angles: the rotation (ROPE-1), the offset relations near and far "
+            "(ROPE-4, ROPE-10a) and decoding (PATH-2); the frequencies are read off fresh modules (ROPE-2 holds)")
 def rope_cache_keyed_by_length(c):
     """cos/sin cached by the call's length alone: a later call of that length gets the first one's angles"""
     # Not ROPE-11 (once blamed): its error is the same in float32, so half precision is not what is broken.

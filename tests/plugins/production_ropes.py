@@ -229,7 +229,9 @@ posenc.register(posenc.EncoderRecord(
     claims=posenc.rotary_claims({
         "ROPE-3": posenc.refuted("xPos scales q and k by ζ^(±p/512) on purpose"),
         "ROPE-4": posenc.refuted(_XPOS_FP16, dtypes=(torch.float16,)),
-        "ROPE-10a": posenc.refuted(_XPOS_RANGE), "ROPE-11": posenc.refuted(_XPOS_RANGE),
+        "ROPE-10a": posenc.refuted(_XPOS_RANGE),
+        "ROPE-11": posenc.refuted(_XPOS_RANGE + " (float16's range; bfloat16 has float32's)",
+                                  dtypes=(torch.float16,)),
         "ROPE-13": posenc.refuted(_XPOS_FP16, specs=("test_shared_layout_scores_match_the_formula",),
                                   dtypes=(torch.float16,)),
         "PATH-1": posenc.not_applicable("explicit positions only"),

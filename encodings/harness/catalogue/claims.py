@@ -167,7 +167,15 @@ REVISIONS: dict[str, tuple[Revision, ...]] = {
                         "a table declares are no longer ROPE-9's", "ROPE-10a"),),
     "ROPE-11": (Revision("2026-12-01", "half precision is blamed only for the error a half dtype adds over float32 "
                          "on the same draws; what float32 shows too (a table that wraps, a clamp, a length-dependent "
-                         "schedule such as dynamic NTK) is no longer ROPE-11's", "ROPE-10a"),),
+                         "schedule such as dynamic NTK) is no longer ROPE-11's", "ROPE-10a"),
+                Revision("2026-12-05", "an output that is not finite in float32 too at a far position is no longer "
+                         "ROPE-11's (bfloat16 has float32's range)", "ROPE-10a")),
+    "ROPE-3": (Revision("2026-12-05", "the orthogonality of R_m is judged up to position 10^4; far positions are "
+                        "no longer ROPE-3's", "ROPE-10a"),),
+    "ROPE-2": (Revision("2026-12-05", "the frequencies are read off a fresh module for each matrix; state a "
+                        "reading leaves is no longer ROPE-2's", "ROPE-9"),),
+    "ATT-2": (Revision("2026-12-05", "the weights are judged over the keys the module lets a query see where those "
+                       "include the design's; a key seen past the causal mask is no longer ATT-2's", "ATT-3"),),
 }
 
 
