@@ -160,6 +160,19 @@ def test_a_thread_left_running_is_named_and_the_run_exits(tmp_path):
     assert report(tmp_path / "reports" / "verdicts.json")["header"]["status"] == "complete"
 
 
+def test_a_thread_a_plugin_starts_at_import_is_named_and_the_run_exits(tmp_path):
+    spinning = tmp_path / "import_spinner.py"
+    spinning.write_text("import threading, time\n"
+                        "threading.Thread(target=time.sleep, args=(3600,), name='import-spinner').start()\n")
+    started = time.monotonic()
+    result = run_specs("--plugin", spinning, "--encoders", "rope_interleaved", "-k", "contract and shape",
+                       matrix_dir=tmp_path / "reports")
+    assert time.monotonic() - started < 200
+    assert result.returncode == 0, result.stdout[-1500:]
+    said = " ".join(result.stdout.split())
+    assert f"import-spinner (started while the import of the plug-in {spinning} ran)" in said, said[-1500:]
+
+
 def test_a_spec_without_a_record_is_guarded_and_its_leak_named(tmp_path):
     leaker = tmp_path / "meta_leaker.py"
     leaker.write_text(textwrap.dedent('''

@@ -37,11 +37,12 @@ class Selection:
 
 def load_plugins(files) -> None:
     for path in files:
-        before = isolation.capture()
+        before, threads = isolation.capture(), isolation.running_threads()
         try:
             registry.load_plugin(path)
         except registry.PluginError as error:
             raise SelectionError(str(error)) from None
+        isolation.note_threads(threads, f"the import of the plug-in {path}")  # named at exit, never waited for
         changed = isolation.restore(before)
         if changed:
             raise SelectionError(f"plug-in {path}: changed torch's global state on import ({'; '.join(changed)}); "
