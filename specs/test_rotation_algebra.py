@@ -8,7 +8,8 @@
   angle by which one step of position turns the encoder's own pair ``i`` (its ``i``-th pair by
   first coordinate), in magnitude: which coordinates pair up and which way they turn are ROPE-1's. With it, RoFormer §3.4.3's long-term decay: the bound
   ``B(r) = (1/(d/2))·Σ_j |S_j|``, ``S_j = Σ_{k<j} e^{i r θ_k}``, decays in trend but not monotonically.
-* ROPE-8 (000 §3.2): the encoder equals complex multiplication ``(x_2i + i·x_2i+1)·e^{imθ_i}`` in float64.
+* ROPE-8 (000 §3.2): the encoder equals complex multiplication ``(x_2i + i·x_2i+1)·e^{imθ_i}`` in float64,
+  at the θ the encoder itself turns by (read off a fresh module): the form, not the schedule.
 """
 
 import math
@@ -200,6 +201,24 @@ def test_long_term_decay_of_the_roformer_bound(record):
         s.violated("the RoFormer bound decays monotonically, unlike the frequencies of the formula")
 
 
+def own_frequencies(record, head_dim: int) -> torch.Tensor | None:
+    """``|θ_i|`` by which one step of position turns the formula's pair ``i`` on a fresh float64
+    module: the angles the encoder itself uses, so that ROPE-8 judges the complex form (the sign of
+    the turn, the pairing) and a wrong θ stays ROPE-1's and ROPE-2's. None where the schedule follows
+    the call's length or the record has no float64."""
+    geometry = record.geometry
+    if geometry.length_dependent or torch.float64 not in record.limits.dtypes:
+        return None
+    module = s.build(record, torch.float64, **s.heads_config(head_dim, n_heads=1))
+    matrix = rotation_matrix(record, module, 1, head_dim)
+    to_formula = torch.argsort(s.output_pair_order(geometry, head_dim))
+    pin = s.input_pair_order(geometry, head_dim)
+    matrix = matrix[to_formula][:, pin] if geometry.layout != "half_split" else matrix[pin][:, pin]
+    pairs = geometry.rotary_dim(head_dim) // 2
+    return torch.tensor([abs(math.atan2(float(matrix[2 * i + 1, 2 * i]), float(matrix[2 * i, 2 * i])))
+                         for i in range(pairs)], dtype=torch.float64)
+
+
 @pytest.mark.far_positions
 @pytest.mark.claim("ROPE-8", kinds=ROTARY)
 @given(seed=draws.seeds, positions=draws.position_lists(10**4, 4))  # far positions are ROPE-10a's
@@ -214,7 +233,9 @@ def test_equals_complex_multiplication(record, dtype, device, seed, positions):
     layout = record.geometry.layout
     r = record.geometry.rotary_dim(head_dim)
     x64 = s.as_heads(x).to(torch.float64)[..., s.input_pair_order(record.geometry, head_dim)]
-    theta = record.geometry.inverse_frequencies(r, length=s.call_length(p)) / record.geometry.scaling_factor
+    theta = own_frequencies(record, head_dim)
+    if theta is None:  # a schedule that follows the call's length: the record's, at this call's length
+        theta = record.geometry.inverse_frequencies(r, length=s.call_length(p)) / record.geometry.scaling_factor
     magnitude = record.geometry.scale(p.cpu(), r)
     phasor = torch.polar(magnitude, p[:, None].double().cpu() * theta)
     pairs = torch.view_as_complex(x64[..., :r].reshape(*x64.shape[:-1], r // 2, 2).contiguous().cpu())

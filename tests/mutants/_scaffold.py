@@ -96,5 +96,7 @@ def mutant(imitates: str, *, fails: set[str] = frozenset(), why: str = "", survi
 
 
 VALUE_WRONG = "the rotation's value is wrong, so every claim about it fails: the formula (ROPE-1, ROPE-8)"
+#: A wrong θ: the formula fails, and the complex form holds at the angles the encoder turns by.
+THETA_WRONG = "the rotation's value is wrong (ROPE-1); the complex form holds at the θ it uses (ROPE-8)"
 RELATIVE = ("logits depend on absolute positions: ROPE-4 and its consequences far out (ROPE-10a) and in "
             "attention (ATT-4)")

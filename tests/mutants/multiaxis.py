@@ -97,10 +97,11 @@ def rope_2d_grid_transposed(c):
     return placed(AxisMap(c.head_dim, _sections(c, (1, 1)), base=c.base, schedule="per_axis", axis_map=(1, 0)), c)
 
 
-@mutant("mrope_qwen2vl", fails={"MROPE-3", "ROPE-1", "ROPE-2", "ROPE-8"},
+@mutant("mrope_qwen2vl", fails={"MROPE-3", "ROPE-1", "ROPE-2"},
         why="text ids not repeated on every axis: the text call is no 1D RoPE (MROPE-3), and the rotary claims "
-            "judged on text see a RoPE whose height and width pairs never turn: the formula (ROPE-1, ROPE-8) and "
-            "the frequencies read off the map (ROPE-2); offsets still hold, on the time pairs alone")
+            "judged on text see a RoPE whose height and width pairs never turn: the formula (ROPE-1) and "
+            "the frequencies read off the map (ROPE-2); offsets still hold, on the time pairs alone; the complex "
+            "form holds at the angles it turns by (ROPE-8)")
 def mrope_text_ids_not_equal_across_axes(c):
     """text ids on the time axis only, 0 on height and width"""
     # reference: LLaMA-Factory #10783 class: packed or padded text rows given ids on one axis only.
@@ -119,10 +120,10 @@ class UnmixedRotary(MixedRotaryEmbedding):
         return rotate(x.to(adt), angles.cos(), angles.sin(), self.layout).to(x.dtype)
 
 
-@mutant("rope_2d_mixed", fails={"MROPE-1", "MROPE-3", "ROPE-1", "ROPE-8"},
+@mutant("rope_2d_mixed", fails={"MROPE-1", "MROPE-3", "ROPE-1"},
         why="θ_x stands in for θ_y: the angles at per-axis positions are wrong (MROPE-1), and with equal ids pair "
-            "i turns by 2·θ_x,i, not by θ_x,i + θ_y,i (MROPE-3), which the formula's rotary claims see too "
-            "(ROPE-1, ROPE-8)")
+            "i turns by 2·θ_x,i, not by θ_x,i + θ_y,i (MROPE-3), which the formula's rotary claim sees too "
+            "(ROPE-1); the complex form holds at the angles it turns by (ROPE-8)")
 def rope_2d_mixed_ignores_its_y_frequencies(c):
     """RoPE-Mixed with the x frequencies standing in for the y ones"""
     return placed(UnmixedRotary(c.head_dim), c)

@@ -13,7 +13,7 @@ from posenc.encoders.positions import rotation_angles
 from posenc.encoders.rotary import rotate
 from posenc.encoders.validation import require_float, require_last_dim, require_rank
 
-from ._scaffold import mutant, placed, QAndK, RELATIVE, rope, SteppedRotary, VALUE_WRONG
+from ._scaffold import mutant, placed, QAndK, RELATIVE, rope, SteppedRotary, THETA_WRONG, VALUE_WRONG
 
 
 class AnglesInInputDtype(SteppedRotary):
@@ -327,7 +327,7 @@ class LinearlySpacedFrequencies(SteppedRotary):
         return rotation_angles(positions, theta, angle_dtype(x.dtype), self.scaling_factor)
 
 
-@mutant("rope_interleaved", fails={"ROPE-2", "ROPE-1", "ROPE-8"}, why="θ is wrong (ROPE-2); " + VALUE_WRONG)
+@mutant("rope_interleaved", fails={"ROPE-2", "ROPE-1"}, why="θ is wrong (ROPE-2); " + THETA_WRONG)
 def rope_linear_frequency_schedule(c):
     """θ_i spaced linearly from 1 to 2/d instead of geometrically"""
     # 000 §3.2 / 004 §3.1 give θ_i = base^(−2i/d); RoFormer §3.4.3's long-term decay needs the geometric schedule.
@@ -347,8 +347,8 @@ PARTIAL_ROTARY = RotaryGeometry(rotary_fraction=0.5)
 
 @mutant(
     "rope_interleaved", geometry=PARTIAL_ROTARY,
-    fails={"ROPE-2", "ROPE-1", "ROPE-8"},
-    why="θ over head_dim, not the rotated width (ROPE-2); " + VALUE_WRONG,
+    fails={"ROPE-2", "ROPE-1"},
+    why="θ over head_dim, not the rotated width (ROPE-2); " + THETA_WRONG,
 )
 def partial_rope_frequencies_from_head_dim(c):
     """partial rotary (first half of each head) with θ_i = base^(−2i/head_dim) instead of base^(−2i/rotary_dim)"""
@@ -472,9 +472,9 @@ class InterpolatedTwice(SteppedRotary):
 
 @mutant(
     "rope_linear_scaled",
-    fails={"ROPE-14", "ROPE-2", "ROPE-1", "ROPE-8"},
+    fails={"ROPE-14", "ROPE-2", "ROPE-1"},
     why="positions divided by s² (ROPE-14); indistinguishable from θ/s (ROPE-2); "
-    + VALUE_WRONG,
+    + THETA_WRONG,
 )
 def rope_linear_scaled_twice(c):
     """position interpolation applied twice: positions divided by s²"""

@@ -73,8 +73,9 @@ class Identity(nn.Module):
 
 @mutant(
     "rope_interleaved",
-    fails={"ROPE-1", "ROPE-2", "ROPE-4", "ROPE-8", "ATT-4"},
-    why="no rotation at all: the formula (ROPE-1, ROPE-8) and θ (ROPE-2) fail, and no "
+    fails={"ROPE-1", "ROPE-2", "ROPE-4", "ATT-4"},
+    why="no rotation at all: the formula (ROPE-1) and θ (ROPE-2) fail (the complex form at its own θ, 0, holds: "
+    "ROPE-8), and no "
     "position reaches the logits (ROPE-4's and ATT-4's awareness checks); the far-position checks compare the "
     "encoder with itself, and an identity agrees with itself everywhere",
 )
