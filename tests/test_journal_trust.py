@@ -258,3 +258,41 @@ def test_a_published_report_from_a_clock_ahead_never_blocks_publishing(tmp_path)
     assert ahead.published
     ours = reports.write(tmp_path, "20261205-000000-2", payload(reports.now(), "b"), "y\n")
     assert ours.published and any("started in the future" in w for w in ours.warnings), ours
+
+
+def _begin_slowly(directory: str, run_id: str, delay: float, slow_lock: bool, results) -> None:
+    """Begin a run after ``delay``; with ``slow_lock``, its lock takes 0.3 s to be taken (a loaded machine)."""
+    import fcntl
+    import time
+
+    if slow_lock:
+        take = fcntl.flock
+
+        def slow(fd, operation):
+            if operation & fcntl.LOCK_EX:
+                time.sleep(0.3)
+            return take(fd, operation)
+
+        fcntl.flock = slow
+    time.sleep(delay)
+    active = reports.ActiveRun.begin(Path(directory), run_id)
+    time.sleep(0.6)  # the other run has begun meanwhile
+    results[run_id] = (Path(directory) / ".active" / run_id).exists()
+    active.end()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_run_beginning_while_another_takes_its_lock_keeps_both_markers(tmp_path):
+    """A marker is locked before it appears under its name: a run that begins while another is
+    still taking its lock never takes that marker for a dead run's and deletes it."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    results = context.Manager().dict()
+    runs = [context.Process(target=_begin_slowly, args=(str(tmp_path), "20261201-000000-1", 0.0, True, results)),
+            context.Process(target=_begin_slowly, args=(str(tmp_path), "20261201-000000-2", 0.1, False, results))]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert dict(results) == {"20261201-000000-1": True, "20261201-000000-2": True}, dict(results)
