@@ -30,7 +30,7 @@ STAGES: dict[str, tuple[int, tuple[str, ...]]] = {
     "catalogue": (0, ("claims", "states", "records", "record_builders", "declarations", "spec_index",
                       "builtin_records", "multiaxis_records", "published_records", "registry", "perf_rules")),
     "references": (1, ("reference", "protocols", "tensors", "contract")),
-    "verdicts": (1, ("matrix", "reports", "html_report", "width", "journal")),
+    "verdicts": (1, ("matrix", "reports", "html_report", "width", "journal", "primary")),
     "identify": (2, ("identification", "axes_identification")),
     "whole_models": (2, ("models", "model_subject", "model_plan", "torchtune_lm", "vision_models", "attribution")),
     "performance": (2, ("profiling", "summaries", "plots", "history", "machine", "perf_report")),

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 
-from ..verdicts import reports
+from ..verdicts import primary, reports
 from ..cases.isolation import STARTED_BY
 from . import session as run
 from ..verdicts.matrix import render_markdown, roles
@@ -44,6 +44,7 @@ def _write_report(config, state, collector, exitstatus) -> None:
         cells, cell_roles = state.matrix.states(complete=state.status == "complete"), roles(state.records)
         payload = {"header": header, "matrix": cells, "roles": cell_roles,
                    "kinds": {r.name: r.group for r in state.records},
+                   "consequences": primary.as_json(primary.consequences(state.matrix.outcomes, cell_roles)),
                    "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
         state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
                                       render_markdown(cells, cell_roles, header))

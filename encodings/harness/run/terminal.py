@@ -139,11 +139,13 @@ def report_lines(state: HarnessState, cells: dict, mode: str, width: int) -> lis
     where = [f"report: {html or written.run_json}", *(f"  also: {path}" for path in also), f"  {written.note}"]
     if mode == "none":
         return wrap_all(where, width, " " * 8)
-    found = surprises(state.matrix.outcomes)
+    found = surprises(state.matrix.outcomes, roles(state.records))
     lines = wrap(count_line(cells), width)
     if found:
+        following = sum(" a consequence of " in line for line, _ in found)
+        also = f"; {following} of them a consequence of another, listed last" if following else ""
         lines += wrap(f"{len(found)} cell{'s' if len(found) > 1 else ''} need{'' if len(found) > 1 else 's'} a look "
-                      "(first message and a command to rerun each):", width)
+                      f"(first message and a command to rerun each{also}):", width)
         for line, again in found:
             lines += wrap(line, width, "      ")
             if again and len(again) + 9 <= width:

@@ -189,18 +189,26 @@ def _by_cell(outcomes: list[dict]) -> dict[tuple[str, str], list[dict]]:
 
 
 def _surprises(payload: dict, by_cell) -> str:
+    """Primary cells first; a consequence of another failing cell (the report's ``consequences``)
+    last, saying which it follows."""
     surprising = {s.value for s in SURPRISES}
-    items = []
+    following = payload.get("consequences") or {}
+    items, later = [], []
     for claim, encoder, state, role in _cells(payload):
         if state not in surprising:
             continue
+        after = following.get(claim, {}).get(encoder) if isinstance(following.get(claim), dict) else None
+        follows = (f' <span class="consequence">a consequence of {_e(str(after.get("primary")))} '
+                   f'({_e(str(after.get("rule")))})</span>') if isinstance(after, dict) else ""
         found = by_cell.get((claim, encoder), [])
         first = next((o for o in found if str(o.get("state")) in surprising), found[0] if found else {})
         message = first.get("message") or "(no message)"
         rerun = f'<code class="rerun">{_e(rerun_command(first))}</code>' if first else ""
-        items.append(f'<li>{_chip(state)} <a href="#{_e(cell_id(claim, encoder))}">{_e(claim)} on {_e(encoder)}</a>'
-                     f'{" (cross-check)" if role == CROSS_CHECK else ""}: <span class="message">{_e(message)}</span> '
-                     f'{rerun}</li>')
+        (later if follows else items).append(
+            f'<li>{_chip(state)} <a href="#{_e(cell_id(claim, encoder))}">{_e(claim)} on {_e(encoder)}</a>'
+            f'{" (cross-check)" if role == CROSS_CHECK else ""}:{follows} <span class="message">{_e(message)}</span> '
+            f'{rerun}</li>')
+    items += later
     if not items:
         return ('<p class="none">No surprises: no cell is failing, crashed, timed out, blocked or '
                 'unexpectedly holding.</p>')

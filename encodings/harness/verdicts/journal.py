@@ -39,6 +39,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .matrix import Matrix, Outcome
+from .primary import as_json, consequences
 from .reports import hold_lock, held_by_a_live_run, release_lock
 from ..catalogue.states import State
 
@@ -248,6 +249,7 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
                   "crashed_in": crashed_in, **damage}
     header["outcomes"] = len(matrix.outcomes)
     payload = {"header": header, "matrix": cells, "roles": begin["roles"], "kinds": begin["kinds"],
+               "consequences": as_json(consequences(matrix.outcomes, begin["roles"])),
                "outcomes": [o.as_dict() for o in matrix.outcomes]}
     return payload, render_markdown(cells, begin["roles"], header)
 

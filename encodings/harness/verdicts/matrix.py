@@ -33,16 +33,23 @@ class Outcome:
         return {**asdict(self), "state": self.state.value}
 
 
-def surprises(outcomes: list[Outcome]) -> list[tuple[str, str]]:
+def surprises(outcomes: list[Outcome], roles_: dict | None = None) -> list[tuple[str, str]]:
     """One (line, rerun command) per cell with a surprise (FAIL, CRASH, both, XPASS, TIME, BLOCK):
-    its first message of each kind, how many specs, and a reproducer (empty if none)."""
+    its first message of each kind, how many specs, and a reproducer (empty if none). Primary
+    cells first; a failing cell that is a consequence of another (:mod:`.primary`) comes last and
+    says which cell it follows."""
+    from .primary import consequences
+
     cells: dict[tuple[str, str], list[Outcome]] = {}
     for o in outcomes:
         if o.state in SURPRISES:
             cells.setdefault((o.claim, o.encoder), []).append(o)
+    following = consequences(outcomes, roles_)
     found = []
-    # the contract last: a formula defect often also fails it, and the formula's claim says more
-    for (claim, encoder), seen in sorted(cells.items(), key=lambda cell: cell[0][0] == CONTRACT):
+    # the contract after the claims (a formula defect often also fails it, and the formula's claim
+    # says more), and consequences last
+    for (claim, encoder), seen in sorted(cells.items(), key=lambda cell: (cell[0] in following,
+                                                                          cell[0][0] == CONTRACT)):
         shown = aggregate([o.state for o in seen])
         firsts = {}
         for o in seen:
@@ -50,14 +57,16 @@ def surprises(outcomes: list[Outcome]) -> list[tuple[str, str]]:
         messages = " | ".join(f"{SYMBOLS[s]}: {o.message}" for s, o in firsts.items())
         specs = len({o.spec for o in seen})
         again = next((o.reproducer for o in seen if o.reproducer), "")
-        found.append((f"{SYMBOLS[shown]:<5} {claim} on {encoder} ({specs} spec{'s' if specs > 1 else ''}): {messages}",
-                      again))
+        after = following.get((claim, encoder))
+        follows = f" a consequence of {after[0]} ({after[1]}):" if after else ""
+        found.append((f"{SYMBOLS[shown]:<5} {claim} on {encoder} ({specs} spec{'s' if specs > 1 else ''}):{follows} "
+                      f"{messages}", again))
     return found
 
 
-def surprise_lines(outcomes: list[Outcome]) -> list[str]:
+def surprise_lines(outcomes: list[Outcome], roles_: dict | None = None) -> list[str]:
     """:func:`surprises` as one line each, the reproducer after an arrow."""
-    return [line + (f"  ⟶ {again}" if again else "") for line, again in surprises(outcomes)]
+    return [line + (f"  ⟶ {again}" if again else "") for line, again in surprises(outcomes, roles_)]
 
 
 class Matrix:
