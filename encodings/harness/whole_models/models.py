@@ -95,7 +95,11 @@ class HFCausalLM(ModelSubject):
                 return out.logits, arguments[self.cache_argument]
             if not self.caller_keeps_cache:
                 self.caller_keeps_cache = True  # found on its first call: answer it again, the cache kept
-                return self._answer(arguments, None)
+                try:
+                    return self._answer(arguments, None)
+                except (TypeError, ValueError):  # it takes no cache at all: it returns none, as it said
+                    self.caller_keeps_cache = False
+                    arguments.pop(self.cache_argument, None)
         return out.logits, returned
 
     def _generation_cache(self):
