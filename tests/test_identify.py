@@ -232,10 +232,11 @@ def test_identify_names_theta_rounded_by_a_cast_and_judges_the_intended_schedule
     assert "default (base=10000)" in lines[at] and "ANOMALY:       θ rounded to bfloat16" in lines[at + 1], lines[at:at + 2]
     ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
                           f"{target}:rope", "--identify-protocol", "cos_sin", "--identify-apply", "apply",
-                          "--encoders", "identified_rope", "-k", "test_equals_complex_multiplication",
+                          "--encoders", "identified_rope",
+                          "-k", "test_rotation_matches_the_formula_with_per_batch_positions",
                           "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True)
     matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
-    assert matrix["ROPE-8"]["identified_rope"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]  # θ_i of the formula
+    assert matrix["ROPE-1"]["identified_rope"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]  # θ_i of the formula
 
 
 WRONG_SCHEDULES = '''
@@ -272,10 +273,11 @@ def test_expect_catches_a_consistent_rotation_with_the_wrong_schedule_or_width(t
     assert unknown.returncode == 2 and "unknown family 'yarm'" in unknown.stderr
     ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-q", "-p", "no:cacheprovider", "--identify",
                           f"{target}:inverted_yarn", "--identify-expect", "yarn:factor=4,original_max_position=2048",
-                          "--encoders", "identified_inverted_yarn", "-k", "test_equals_complex_multiplication",
+                          "--encoders", "identified_inverted_yarn",
+                          "-k", "test_rotation_matches_the_formula_with_per_batch_positions",
                           "--matrix-dir", str(tmp_path / "reports")], cwd=ROOT, capture_output=True, text=True)
     matrix = json.loads((tmp_path / "reports" / "verdicts.json").read_text())["matrix"]
-    assert matrix["ROPE-8"]["identified_inverted_yarn"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]
+    assert matrix["ROPE-1"]["identified_inverted_yarn"] == State.UNEXPECTEDLY_FAILING, ran.stdout[-3000:]
 
 
 @pytest.mark.parametrize("schedule, family, parameters", [
