@@ -173,6 +173,18 @@ def test_a_thread_a_plugin_starts_at_import_is_named_and_the_run_exits(tmp_path)
     assert f"import-spinner (started while the import of the plug-in {spinning} ran)" in said, said[-1500:]
 
 
+def test_a_run_out_of_memory_in_pytests_own_code_ends_with_the_way_to_its_outcomes(tmp_path):
+    (tmp_path / "oom_plugin.py").write_text("def pytest_runtest_logreport(report):\n"
+                                            "    if report.when == 'call':\n"
+                                            "        raise MemoryError('out of memory')\n")
+    result = run_specs("-p", "oom_plugin", "--encoders", "rope_interleaved", "-k", "contract and shape",
+                       matrix_dir=tmp_path / "reports", env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 3, result.stdout[-1500:]
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("INTERNALERROR posenc: the run ran out of memory in pytest's own code") and \
+        f"python -m posenc report --recover --matrix-dir {tmp_path / 'reports'}" in last, last
+
+
 def test_a_spec_without_a_record_is_guarded_and_its_leak_named(tmp_path):
     leaker = tmp_path / "meta_leaker.py"
     leaker.write_text(textwrap.dedent('''

@@ -10,6 +10,8 @@ each cell expects). The ``loadgroup`` scheduler is the harness's own (:mod:`.sch
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ..verdicts.journal import Journal, spec_name
@@ -47,6 +49,18 @@ class OutcomeCollector:
                 self.journal = None
                 self.unjournaled = f"{error.strerror or error}"
         return self.journal
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own lines: the last thing the run says
+    def pytest_internalerror(self, excrepr, excinfo):
+        """Out of memory in pytest's own code: a last line that says so and the way to the outcomes
+        judged so far (pytest's traceback stays above it); any other internal error is pytest's."""
+        if not excinfo.errisinstance(MemoryError):
+            return None
+        kept = (f"its journal keeps the outcomes judged so far: python -m posenc report --recover --matrix-dir "
+                f"{self.state.settings.matrix_dir}" if self.journal is not None else "no journal was kept")
+        sys.stderr.write(f"INTERNALERROR posenc: the run ran out of memory in pytest's own code "
+                         f"({excinfo.typename}: {str(excinfo.value)[:120]}) and stopped; {kept}\n")
+        return True
 
     def started(self, test_id: str, claim: str, encoder: str) -> None:
         """A spec of a serial run is about to run its encoder's code."""
