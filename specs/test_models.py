@@ -426,7 +426,7 @@ def _stepped(model, ids, prefill, place, regime, way, device):
 
 def _decode(record, device, regime):
     fresh = Fresh(record, device)
-    model = fresh()
+    model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
     decode = plan.decode_plan(fresh.traits)
     ids = _ids(1, decode.length, record, seed=1, device=device)
@@ -499,7 +499,7 @@ def test_decoding_matches_each_prefix_with_own_positions(record, device):
 
 def _chunks(record, device, regime):
     fresh = Fresh(record, device)
-    model = fresh()
+    model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
     sizes = plan.chunk_plan(fresh.traits)
     length = sum(sizes)

@@ -52,9 +52,10 @@ def _write_report(config, state, collector, exitstatus) -> None:
     except (KeyboardInterrupt, MemoryError, OSError) as error:
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"
         state.report_interrupted = isinstance(error, KeyboardInterrupt)
-        own = state.settings.matrix_dir / "runs" / state.run_id / "verdicts.json"
-        if own.exists() and _written_by(own, state.run_id):
-            state.notes.append(f"posenc: the run's report was written ({own}), but its publication was {why}")
+        own = state.settings.matrix_dir / "runs" / state.run_id
+        if (reports.run_report_header(own) or {}).get("run_id") == state.run_id:
+            state.notes.append(f"posenc: the run's report was written ({own / 'verdicts.json'}), but its "
+                               f"publication was {why}")
             _end_quietly(state, journal)
             return
         if journal is not None and not journal.failure:
@@ -73,16 +74,6 @@ def _write_report(config, state, collector, exitstatus) -> None:
             _end_quietly(state, journal)
         else:
             journal.unwritten(state.written.warnings[0] if state.written.warnings else "the report could not be written")
-
-
-def _written_by(report, run_id: str) -> bool:
-    """Whether ``report`` is this run's own report (its json is written last, atomically)."""
-    import json
-
-    try:
-        return json.loads(report.read_text(encoding="utf-8"))["header"]["run_id"] == run_id
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return False
 
 
 def _end_quietly(state, journal) -> None:

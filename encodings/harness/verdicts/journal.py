@@ -26,7 +26,7 @@ writes nothing more. A live run holds an exclusive lock on its journal (``flock`
 the kernel when the process dies, whatever its pid namespace; a child it forks drops its copy),
 so a journal is recovered only once its run is gone. A write that fails (a full disk) stops the
 journal, with a warning, never the run. Reading a journal is bounded (:data:`MAX_LINE` characters
-a line, :data:`MAX_DEPTH` levels of nesting): a damaged line is left out and counted, and a
+a line; nesting past the parser's depth): a damaged line is left out and counted, and a
 journal that cannot be read at all is set aside (``journal.jsonl.damaged``) with one line. The
 next run on the directory recovers (:func:`unfinished`), or ``python -m posenc report --recover``.
 """
@@ -40,13 +40,12 @@ from pathlib import Path
 
 from .matrix import Matrix, Outcome
 from .primary import as_json, consequences
-from .reports import hold_lock, held_by_a_live_run, release_lock
+from .reports import hold_lock, held_by_a_live_run, release_lock, run_report_header
 from ..catalogue.states import State
 
 NAME = "journal.jsonl"
-#: A journal line longer than this, or nested deeper, is damage, never parsed.
+#: A journal line longer than this is damage, never parsed.
 MAX_LINE = 1 << 20
-MAX_DEPTH = 32
 CRASH_MESSAGE = ("the process ended while this spec ran, with no result: os._exit, a fatal signal such as "
                  "SIGSEGV, or SIGKILL from the out-of-memory killer")
 
@@ -123,22 +122,10 @@ class JournaledRecord:
         return claim in self.claims
 
 
-def _depth(text: str) -> int:
-    """The deepest nesting of brackets in a JSON text (strings not told apart: an upper bound)."""
-    depth = deepest = 0
-    for char in text:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
 def _entries(path: Path) -> tuple[list[dict], bool, int]:
     """The journal's entries; whether its last line was cut (the process died, or the disk filled,
     while writing it); how many other lines were damaged (too long, too deep, not an object). A
-    damaged line is left out."""
+    damaged line is left out; nesting past the parser's depth is damage too (its RecursionError)."""
     entries, bad = [], 0
     with open(path, "rb") as file:
         lines = file.read().split(b"\n")
@@ -149,7 +136,7 @@ def _entries(path: Path) -> tuple[list[dict], bool, int]:
     for k, raw in enumerate(lines[: last + 1]):
         text = raw.decode("utf-8", errors="replace")
         entry = None
-        if len(text) <= MAX_LINE and _depth(text) <= MAX_DEPTH:
+        if len(text) <= MAX_LINE:
             try:
                 entry = json.loads(text)
             except (ValueError, RecursionError):
@@ -255,12 +242,9 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
 
 
 def _report_stands(run_dir: Path) -> bool:
-    """The run folder holds the run's own whole report (its json is written last, atomically)."""
-    try:
-        header = json.loads((run_dir / "verdicts.json").read_text(encoding="utf-8"))["header"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return False
-    return isinstance(header, dict) and not header.get("recovered") and \
+    """The run folder holds the run's own whole report, not a recovered one."""
+    header = run_report_header(run_dir)
+    return header is not None and not header.get("recovered") and \
         all((run_dir / name).exists() for name in ("verdicts.md", "verdicts.html"))
 
 

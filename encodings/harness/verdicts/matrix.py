@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 from ..catalogue.claims import CLAIMS, CONTRACT, HARNESS_CLAIMS, LITERATURE_CLAIMS, MULTIAXIS_CLAIMS
 from ..catalogue.states import SURPRISES, SYMBOLS, State, aggregate
+from .primary import consequences
 
 @dataclass(frozen=True)
 class Outcome:
@@ -38,8 +39,6 @@ def surprises(outcomes: list[Outcome], roles_: dict | None = None) -> list[tuple
     its first message of each kind, how many specs, and a reproducer (empty if none). Primary
     cells first; a failing cell that is a consequence of another (:mod:`.primary`) comes last and
     says which cell it follows."""
-    from .primary import consequences
-
     cells: dict[tuple[str, str], list[Outcome]] = {}
     for o in outcomes:
         if o.state in SURPRISES:

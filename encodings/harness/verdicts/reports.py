@@ -118,6 +118,16 @@ def release_lock(file) -> None:
         _HELD.remove(file.fileno())
 
 
+def run_report_header(run_dir: Path) -> dict | None:
+    """The header of the report in a run folder (its json, written last and atomically), or None
+    where there is none that reads."""
+    try:
+        header = json.loads((run_dir / "verdicts.json").read_text(encoding="utf-8"))["header"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
 def held_by_a_live_run(path: Path, run_id: str) -> bool:
     """Whether run ``run_id``, which locks ``path`` (its marker, its journal) while it lives, is alive:
     the lock is held (``flock``, released by the kernel when a process dies, whatever its pid

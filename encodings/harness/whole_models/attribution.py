@@ -118,22 +118,26 @@ def _zeros(module, args, output):
     return output
 
 
-def position_code(model: nn.Module) -> list[str]:
-    """The modules :func:`neutralise_positions` reaches: rotary modules and learned position tables."""
-    found = [f"{name} ({type(module).__name__})" for name, module in _outermost(model, ROTARY)]
-    found += [name for name, module in model.named_modules()
+def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
+    """``(label, module, neutralising hook)`` for each rotary module and learned position table."""
+    found = [(f"{name} ({type(module).__name__})", module, _neutral_rotary)
+             for name, module in _outermost(model, ROTARY)]
+    found += [(name, module, _zeros) for name, module in model.named_modules()
               if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
     return found
 
 
+def position_code(model: nn.Module) -> list[str]:
+    """The modules :func:`neutralise_positions` reaches: rotary modules and learned position tables."""
+    return [label for label, _, _ in _position_modules(model)]
+
+
 def neutralise_positions(model: nn.Module) -> list[str]:
     """Make ``model``'s position code the identity (hooks, kept on it): the modules reached."""
-    for _, module in _outermost(model, ROTARY):
-        module.register_forward_hook(_neutral_rotary)
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES:
-            module.register_forward_hook(_zeros)
-    return position_code(model)
+    found = _position_modules(model)
+    for _, module, hook in found:
+        module.register_forward_hook(hook)
+    return [label for label, _, _ in found]
 
 
 def hold_recurrent_layers(model: nn.Module) -> list[str]:
