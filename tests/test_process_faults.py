@@ -181,7 +181,9 @@ def test_a_run_out_of_memory_in_pytests_own_code_ends_with_the_way_to_its_outcom
                        matrix_dir=tmp_path / "reports", env={"PYTHONPATH": str(tmp_path)})
     assert result.returncode == 3, result.stdout[-1500:]
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
-    assert last.startswith("INTERNALERROR posenc: the run ran out of memory in pytest's own code") and \
+    internal = [line for line in result.stderr.splitlines() + result.stdout.splitlines() if "INTERNALERROR" in line]
+    assert len(internal) <= 4, internal  # pytest's traceback cut to the frame that ran out
+    assert last.startswith("posenc: the run ran out of memory in pytest's own code") and \
         f"python -m posenc report --recover --matrix-dir {tmp_path / 'reports'}" in last, last
 
 

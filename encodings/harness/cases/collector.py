@@ -50,17 +50,20 @@ class OutcomeCollector:
                 self.unjournaled = f"{error.strerror or error}"
         return self.journal
 
-    @pytest.hookimpl(trylast=True)  # after pytest's own lines: the last thing the run says
+    @pytest.hookimpl(wrapper=True)
     def pytest_internalerror(self, excrepr, excinfo):
-        """Out of memory in pytest's own code: a last line that says so and the way to the outcomes
-        judged so far (pytest's traceback stays above it); any other internal error is pytest's."""
+        """Out of memory in pytest's own code: pytest's traceback cut to the frame that ran out, then
+        a last line that says so and the way to the outcomes judged so far; any other internal
+        error is pytest's, untouched."""
         if not excinfo.errisinstance(MemoryError):
-            return None
+            return (yield)
+        _last_frame_only(excrepr)
+        shown = yield
         kept = (f"its journal keeps the outcomes judged so far: python -m posenc report --recover --matrix-dir "
                 f"{self.state.settings.matrix_dir}" if self.journal is not None else "no journal was kept")
-        sys.stderr.write(f"INTERNALERROR posenc: the run ran out of memory in pytest's own code "
+        sys.stderr.write(f"posenc: the run ran out of memory in pytest's own code "
                          f"({excinfo.typename}: {str(excinfo.value)[:120]}) and stopped; {kept}\n")
-        return True
+        return shown
 
     def started(self, test_id: str, claim: str, encoder: str) -> None:
         """A spec of a serial run is about to run its encoder's code."""
@@ -121,3 +124,19 @@ class OutcomeCollector:
             self.state.matrix.add(outcome)
             if self._journal() is not None:
                 self.journal.outcome(outcome.as_dict())
+
+
+def _last_frame_only(excrepr) -> None:
+    """Cut a traceback's representation to its last exception and last frame, in place (pytest's
+    native style keeps the whole traceback as the lines of one entry)."""
+    chain = getattr(excrepr, "chain", None)
+    if chain:
+        del chain[:-1]
+    tracebacks = [entry[0] for entry in chain] if chain else [getattr(excrepr, "reprtraceback", None)]
+    for reprtraceback in tracebacks:
+        entries = getattr(reprtraceback, "reprentries", None)
+        if entries:
+            del entries[:-1]
+            lines = getattr(entries[-1], "lines", None)
+            if isinstance(lines, (list, tuple)) and len(lines) > 3:
+                entries[-1].lines = [lines[0], *lines[-2:]]
