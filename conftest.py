@@ -3,9 +3,11 @@
 Enables the harness plug-in (encoder selection, verdict matrix) and registers
 the Hypothesis profiles:
 
-* ``dev``      - fast default, random: 10 draws per case (half as many in a half-precision repeat
-  of a float32 case, besides the pinned examples: ``posenc.harness.cases.execution.sized_draws``);
-* ``ci``       - derandomized, chosen automatically when ``CI`` is set;
+* ``dev``      - the default: 10 draws per case (half as many in a half-precision repeat of a
+  float32 case, besides the pinned examples: ``posenc.harness.cases.execution.sized_draws``),
+  derandomized, so two runs of the same code give the same cells;
+* ``ci``       - ``dev`` under its own name, chosen automatically when ``CI`` is set;
+* ``explore``  - ``dev`` with random draws and the example database: new inputs every run;
 * ``thorough`` - 1000 examples per spec;
 * ``triage``   - ``ci`` without shrinking, for runs that expect many failures (the project's
   own tests of plug-ins and mutants): first counterexample, not the minimal one;
@@ -21,8 +23,9 @@ pytest_plugins = ["posenc.harness.pytest_plugin"]
 
 _COMMON = dict(deadline=None, print_blob=True, report_multiple_bugs=False,
                suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=10, **_COMMON)
-settings.register_profile("ci", max_examples=10, derandomize=True, **_COMMON)
+settings.register_profile("dev", max_examples=10, derandomize=True, **_COMMON)
+settings.register_profile("ci", parent=settings.get_profile("dev"))
+settings.register_profile("explore", max_examples=10, **_COMMON)
 settings.register_profile("thorough", max_examples=1000, **_COMMON)
 settings.register_profile("triage", parent=settings.get_profile("ci"),
                           phases=[Phase.explicit, Phase.reuse, Phase.generate])

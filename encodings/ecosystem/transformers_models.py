@@ -4,7 +4,8 @@ through the positions, caches, masks and casts with which each model calls its R
 
 Every model: 2 layers, width 64, 4 heads of 16 (2 key/value heads where the architecture has
 them), vocabulary 128, ``max_position_embeddings`` 32 (so a 40-token decode crosses it; scaled
-types have an original length of 16), eager attention, float32, eval mode, and
+types have an original length of 16), transformers' default attention (SDPA where the
+architecture has it, as users run it; eager where not), float32, eval mode, and
 ``initializer_range`` 0.2 so that attention depends on position visibly (transformers' default
 0.02 leaves it nearly blind to it; each relation checks its own teeth anyway).
 
@@ -227,7 +228,7 @@ def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
 
         transformers.logging.set_verbosity_error()
         model_config = getattr(transformers, config_class)(**arguments)
-        model = AutoModelForCausalLM.from_config(model_config, attn_implementation="eager", dtype=config.dtype)
+        model = AutoModelForCausalLM.from_config(model_config, dtype=config.dtype)
         return HFCausalLM(model.to(config.device), traits)
 
     return build

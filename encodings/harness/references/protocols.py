@@ -198,6 +198,18 @@ def encode_pair(module: nn.Module, q, k, q_positions=None, k_positions=None, *, 
     return _call_ending_at(module, q, q_positions, last), _call_ending_at(module, k, k_positions, last)
 
 
+#: The seed of torch's global generator while a record builds: an encoder's initial weights do not
+#: depend on which specs ran before it, so two runs give the same cells.
+BUILD_SEED = 0
+
+
 def build_subject(record: EncoderRecord, **config) -> nn.Module:
-    """``record.make(**config)`` as the specs call it (see :func:`subject`)."""
-    return subject(record, record.make(**config))
+    """``record.make(**config)`` as the specs call it (see :func:`subject`), built from
+    :data:`BUILD_SEED`; the generator's state is restored after."""
+    generator = torch.default_generator
+    state = generator.get_state()
+    generator.manual_seed(BUILD_SEED)
+    try:
+        return subject(record, record.make(**config))
+    finally:
+        generator.set_state(state)
