@@ -28,8 +28,8 @@ import warnings
 #: The stages, bottom to top: a stage's rank, and the modules it holds.
 STAGES: dict[str, tuple[int, tuple[str, ...]]] = {
     "catalogue": (0, ("claims", "states", "records", "record_builders", "declarations", "spec_index",
-                      "builtin_records", "multiaxis_records", "published_records", "registry", "perf_rules")),
-    "references": (1, ("reference", "protocols", "tensors", "contract")),
+                      "builtin_records", "multiaxis_records", "producer_records", "published_records", "registry", "perf_rules")),
+    "references": (1, ("reference", "protocols", "tensors", "contract", "position_ids")),
     "verdicts": (1, ("matrix", "reports", "html_report", "width", "journal", "primary")),
     "identify": (2, ("identification", "axes_identification")),
     "whole_models": (2, ("models", "model_subject", "model_plan", "torchtune_lm", "vision_models", "attribution")),

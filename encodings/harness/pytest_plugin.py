@@ -102,7 +102,7 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("record,dtype" if takes_dtype else "record",
                              spec_params(metafunc.function.__name__, takes_dtype, state.records, *found))
     if "perf_record" in metafunc.fixturenames:
-        metafunc.parametrize("perf_record", perf := [r for r in state.records if r.kind != "model"],
+        metafunc.parametrize("perf_record", perf := [r for r in state.records if r.kind not in ("model", "producer")],
                              ids=[r.name for r in perf])
     if "perf_device" in metafunc.fixturenames:
         metafunc.parametrize("perf_device", state.perf.devices)

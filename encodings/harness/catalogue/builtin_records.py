@@ -23,6 +23,7 @@ from ...encoders.scaling import frequencies as schedules
 
 from .declarations import BIAS_DEFAULTS
 from .multiaxis_records import MULTIAXIS_RECORDS
+from .producer_records import PRODUCER_RECORDS
 from .record_builders import additive_record, attention_record, placed, rotary_record
 from .records import HOLDS, EncoderRecord, RotaryGeometry, not_applicable, refuted
 
@@ -275,4 +276,5 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
         claims=BIAS_DEFAULTS,
     ),
     *MULTIAXIS_RECORDS,
+    *PRODUCER_RECORDS,
 )

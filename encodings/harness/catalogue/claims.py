@@ -82,13 +82,38 @@ CLAIMS: dict[str, str] = {
     "VLM-4": "a batch mixing a row with a picture and a text row = each row alone (harness)",
     "VLM-5": "a forward after a generate with another batch size = a fresh model's (harness)",
     "VLM-6": "a prefill in chunks through pictures = a fresh pass on each prefix (harness, from ROPE-9)",
+    # The code that makes position ids, judged on its own (specs/test_id_builders.py, test_packing.py,
+    # test_sharding.py): M-RoPE id builders and vision-tower grids, packing collators, context-parallel shards.
+    "IDS-1": "text: one id on every axis, one more than the token before (Qwen2-VL)",
+    "IDS-2": "a picture: one time id, its merged grid's rows and columns from the block's start (Qwen2-VL)",
+    "IDS-3": "text after a picture or video resumes at the block's largest id on any axis + 1 (Qwen2-VL)",
+    "IDS-4": "a video's time ids in its declared unit: frame index, or seconds × tokens per second (Qwen2.5-VL)",
+    "IDS-5": "each row of a left-padded batch = the row alone, ids and delta (harness)",
+    "IDS-6": "the delta continues the row: text appended later gets cache position + delta (harness)",
+    "IDS-7": "a vision tower's grid ids: (row, col) in merge-block order, every frame alike (Qwen2-VL)",
+    "PACK-1": "packed documents keep their tokens in order, positions 0 … len − 1 in each (harness)",
+    "PACK-2": "the declared boundaries (cu_seq_lens, seq_idx) agree with the documents (harness)",
+    "PACK-3": "packed ids have the tokens' length on every axis, padding included (harness)",
+    "PACK-4": "a document's ids do not depend on the documents packed beside it (harness)",
+    "CP-1": "every token keeps its global position id on its rank (harness)",
+    "CP-2": "the ranks' shards hold every token of the sequence exactly once (harness)",
+    "CP-3": "3D ids are cut on the sequence axis: every rank keeps all three axes (harness)",
+    "CP-4": "restore(shards) gives the sequence back in order (harness)",
 }
 #: The model relations: the harness's own, each derived from the documents' claim it names.
 MODEL_CLAIMS = tuple(c for c in CLAIMS if c.startswith("MODEL-"))
 #: The relations of a vision-language model's M-RoPE inside it.
 VLM_CLAIMS = tuple(c for c in CLAIMS if c.startswith("VLM-"))
+#: The claims about the code that makes position ids, by the producer's protocol.
+PRODUCER_CLAIMS: dict[str, tuple[str, ...]] = {
+    "mrope_ids": tuple(c for c in CLAIMS if c.startswith("IDS-") and c != "IDS-7"),
+    "vision_grid": ("IDS-7",),
+    "packing": tuple(c for c in CLAIMS if c.startswith("PACK-")),
+    "cp_shard": tuple(c for c in CLAIMS if c.startswith("CP-")),
+}
 #: Claims the harness adds; the documents do not make them.
-HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3", *MODEL_CLAIMS, *VLM_CLAIMS)
+HARNESS_CLAIMS = ("PATH-1", "PATH-2", "PATH-3", *MODEL_CLAIMS, *VLM_CLAIMS,
+                  *(c for claims in PRODUCER_CLAIMS.values() for c in claims))
 #: Claims from the literature about a design the documents do not present (ALiBi, the baseline).
 LITERATURE_CLAIMS = ("ALIBI-1", "ALIBI-2", "ALIBI-3")
 #: The literature's claims about multi-axis RoPE (a position per axis: M-RoPE, 2D RoPE).
@@ -110,6 +135,10 @@ DESIGNS: dict[str, str] = {
     "mrope": "M-RoPE: time, height and width ids turning sections of the pairs (Qwen2-VL, Qwen3-VL): not in "
              "the documents",
     "rope_2d": "2D RoPE of image patches, axial or mixed (Heo et al. 2024): not in the documents",
+    "mrope_ids": "code that builds M-RoPE's (time, height, width) ids of a batch: not in the documents",
+    "vision_grid": "code that builds a vision tower's (row, col) patch ids: not in the documents",
+    "packing": "a collator that packs documents in one row with their positions: not in the documents",
+    "cp_shard": "code that cuts a sequence's ids across context-parallel ranks: not in the documents",
 }
 _ROTARY_DESIGNS = ("rope", "rope_004_real", "rope_linear_scaling")
 
@@ -148,6 +177,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     **{c: _ROTARY_DESIGNS for c in HARNESS_CLAIMS if c.startswith("PATH-")},
     **{c: ("model",) for c in MODEL_CLAIMS},
     **{c: ("model",) for c in VLM_CLAIMS},
+    **{c: (protocol,) for protocol, claims in PRODUCER_CLAIMS.items() for c in claims},
 }
 
 

@@ -6,7 +6,7 @@ A record starts from its family's defaults and overrides what differs
 
 from __future__ import annotations
 
-from .claims import CLAIMS, VLM_CLAIMS
+from .claims import CLAIMS, PRODUCER_CLAIMS, VLM_CLAIMS
 from .records import HOLDS, not_applicable, with_defaults
 
 
@@ -34,6 +34,7 @@ ROTARY_DEFAULTS = {
     **{c: HOLDS for c in CLAIMS},
     **family(("ABS-", "LIN-", "HYB-", "DYN-", "EXT-", "ALIBI-"), "not a claim about this design"),
     **family(("MODEL-", "VLM-"), "a relation of a whole model"),
+    **family(("IDS-", "PACK-", "CP-"), "a claim about the code that makes position ids"),
     **family(("MROPE-",), "one position per token: the multi-axis claims are about M-RoPE and 2D RoPE"),
     **NOT_ATTENTION_MODULE,
     **NOT_PERF,
@@ -118,3 +119,28 @@ def model_claims_for(traits, overrides=None) -> dict:
     if traits.vision:
         excluded.update({c: HOLDS for c in VLM_CLAIMS})
     return model_claims({**excluded, **(overrides or {})})
+
+
+def producer_claims(protocol: str, overrides=None) -> dict:
+    """Declarations for a correct position producer of ``protocol`` (its family's claims hold,
+    every other claim is ``n/a``); pass overrides for what differs."""
+    defaults = {c: not_applicable("a claim about encodings; a position producer is judged on its own claims")
+                for c in CLAIMS}
+    defaults.update({c: HOLDS for c in PRODUCER_CLAIMS[protocol]})
+    return with_defaults(defaults, overrides)
+
+
+def producer_claims_for(traits, overrides=None) -> dict:
+    """:func:`producer_claims` with what ``traits`` exclude declared ``n/a``: time ids need a
+    video, 3D cuts need 3D ids, restoring needs a ``restore``."""
+    excluded = {}
+    if traits.protocol == "mrope_ids" and traits.time is None:
+        excluded["IDS-4"] = not_applicable("the builder takes no video")
+    if traits.protocol == "packing" and not traits.boundaries:
+        excluded["PACK-2"] = not_applicable("the collator declares no boundaries besides the positions")
+    if traits.protocol == "cp_shard":
+        if traits.axes != 3:
+            excluded["CP-3"] = not_applicable("1D ids: no axis to cut on")
+        if not traits.restores:
+            excluded["CP-4"] = not_applicable("the sharder has no restore(shards)")
+    return producer_claims(traits.protocol, {**excluded, **(overrides or {})})

@@ -21,7 +21,7 @@ from torch import nn
 from .claims import CLAIMS, CONTRACT, DESIGNS, is_subject
 from .states import DECLARABLE, State
 
-Kind = Literal["additive", "rotary", "attention", "bias", "model"]
+Kind = Literal["additive", "rotary", "attention", "bias", "model", "producer"]
 Layout = Literal["bsd", "bshd"]
 #: How a rotary encoder is called (see :class:`EncoderRecord`).
 Protocol = Literal["single", "pair", "cos_sin"]
@@ -340,6 +340,49 @@ class ModelTraits:
         return self.max_position is not None and (self.positions == "absolute" or not self.extrapolates)
 
 
+#: How the harness calls a position producer (``kind="producer"``), by its protocol.
+PRODUCER_PROTOCOLS = {
+    "mrope_ids": "producer(input_ids, mm_token_type_ids, image_grid_thw=None, video_grid_thw=None, "
+                 "attention_mask=None, second_per_grid_ts=None) -> (position_ids (3, batch, seq), deltas (batch, 1))",
+    "vision_grid": "producer(grid_thw (n, 3)) -> (patches, 2) ids (row, col), in the order the tower lists patches",
+    "packing": "producer([{'input_ids': [...], 'position_ids': (3, len) where axes=3}, ...]) -> {'input_ids': (1, n), "
+               "'position_ids': (1, n) or (3, 1, n), and the boundaries it declares: 'cu_seq_lens', 'seq_idx'}",
+    "cp_shard": "producer({'input_ids': (1, n), 'position_ids': (1, n) or (3, 1, n)}, rank, world) -> that rank's "
+                "{'input_ids', 'position_ids'}; producer.restore(shards) -> the sequence in order, where declared",
+}
+
+
+@dataclass(frozen=True)
+class ProducerTraits:
+    """What a position producer (``kind="producer"``) is, as the position-id specs need it
+    (``specs/test_id_builders.py``, ``test_packing.py``, ``test_sharding.py``). ``build(config)``
+    returns the producer, called as :data:`PRODUCER_PROTOCOLS` says for its ``protocol``."""
+
+    protocol: Literal["mrope_ids", "vision_grid", "packing", "cp_shard"]
+    merge: int = 2  # mrope_ids, vision_grid: the spatial merge size (2 × 2 patches a token)
+    #: mrope_ids: how a video's time ids run: ``frames`` (frame index), ``seconds`` (seconds per
+    #: grid × tokens per second, Qwen2.5-VL), ``split`` (each frame its own block, framed by text:
+    #: Qwen3-VL, GLM-4.1V); None: the builder takes no video.
+    time: Literal["frames", "seconds", "split"] | None = "frames"
+    tokens_per_second: float = 2.0
+    image_token_id: int = 151655  # mrope_ids: for builders that read the token ids (Qwen's)
+    video_token_id: int = 151656
+    vision_start_token_id: int = 151652
+    axes: Literal[1, 3] = 1  # packing, cp_shard: 1D ids (1, n) or M-RoPE ids (3, 1, n)
+    boundaries: tuple[str, ...] = ()  # packing: what it declares besides positions: cu_seq_lens, seq_idx
+    restores: bool = False  # cp_shard: it has ``restore(shards)``
+    library: str = ""  # the function it wraps, with its library and version, for the reports
+
+    def __post_init__(self):
+        if self.protocol not in PRODUCER_PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PRODUCER_PROTOCOLS)}, got {self.protocol!r}")
+        unknown = set(self.boundaries) - {"cu_seq_lens", "seq_idx"}
+        if unknown:
+            raise ValueError(f"boundaries must be among cu_seq_lens, seq_idx, got {sorted(unknown)}")
+        if self.axes not in (1, 3) or self.merge < 1:
+            raise ValueError(f"axes must be 1 or 3 and merge at least 1, got {self.axes} and {self.merge}")
+
+
 _GROUPED = {**{name: "calling" for name in Calling.__dataclass_fields__},
             **{name: "limits" for name in Limits.__dataclass_fields__}}
 
@@ -405,9 +448,11 @@ class EncoderRecord:
     designs: tuple[str, ...] | None = None  # the documents' designs it implements (claims.DESIGNS)
     corrects: str = ""  # the published encoder this one corrects
     model: ModelTraits | None = None  # a whole model's traits (kind "model" only)
+    producer: ProducerTraits | None = None  # a position producer's traits (kind "producer" only)
 
     def __init__(self, name, build, kind, source, claims, description="", origin="built-in", calling=None,
-                 geometry=None, tolerances=None, limits=None, designs=None, corrects="", model=None, **grouped):
+                 geometry=None, tolerances=None, limits=None, designs=None, corrects="", model=None, producer=None,
+                 **grouped):
         unknown = sorted(set(grouped) - set(_GROUPED))
         if unknown:
             raise TypeError(f"EncoderRecord got unexpected fields {unknown}")
@@ -417,7 +462,7 @@ class EncoderRecord:
                                   ("claims", claims), ("description", description), ("origin", origin),
                                   ("calling", calling), ("geometry", geometry), ("tolerances", tolerances),
                                   ("limits", limits), ("designs", designs), ("corrects", corrects),
-                                  ("model", model)):
+                                  ("model", model), ("producer", producer)):
             object.__setattr__(self, field_name, value)
         self.__post_init__()
 
@@ -429,8 +474,11 @@ class EncoderRecord:
 
     def __post_init__(self):
         calling, limits = self.calling, self.limits
-        if self.kind not in ("additive", "rotary", "attention", "bias", "model"):
-            raise ValueError(f"{self.name}: kind must be additive, rotary, attention, bias or model, got {self.kind!r}")
+        if self.kind not in ("additive", "rotary", "attention", "bias", "model", "producer"):
+            raise ValueError(f"{self.name}: kind must be additive, rotary, attention, bias, model or producer, "
+                             f"got {self.kind!r}")
+        if (self.kind == "producer") != (self.producer is not None):
+            raise ValueError(f"{self.name}: a producer record gives producer=ProducerTraits(...), and only it takes one")
         if (self.kind == "model") != (self.model is not None):
             raise ValueError(f"{self.name}: a model record gives model=ModelTraits(...), and only it takes one")
         if calling.input_layout not in ("bsd", "bshd"):
@@ -454,7 +502,7 @@ class EncoderRecord:
                              f"got {limits.min_head_dim} and {limits.head_dim_multiple}")
         if self.designs is None:
             default = {"rotary": ("rope",), "attention": ("rope_attention",), "additive": (), "bias": (),
-                       "model": ("model",)}[self.kind]
+                       "model": ("model",), "producer": (self.producer.protocol,) if self.producer else ()}[self.kind]
             object.__setattr__(self, "designs", default)
         unknown_designs = set(self.designs) - set(DESIGNS)
         if unknown_designs:

@@ -20,11 +20,12 @@ from ..catalogue.states import SURPRISES, SYMBOLS, State
 from ..verdicts.width import terminal_width, wrap, wrap_all, wrap_command
 
 MATRIX_MODES = ("grid", "summary", "none")
-KIND_ORDER = ("rotary", "multiaxis", "attention", "additive", "bias", "model")
+KIND_ORDER = ("rotary", "multiaxis", "attention", "additive", "bias", "model", "producer")
 KIND_TITLES = {"rotary": "rotary encoders (RoPE and its variants)", "attention": "attention modules",
                "multiaxis": "multi-axis rotary encoders (M-RoPE, 2D RoPE: a position per axis)",
                "additive": "absolute (additive) encodings", "bias": "attention biases (ALiBi)",
-               "model": "whole models (the relations through which a model calls its encoding)"}
+               "model": "whole models (the relations through which a model calls its encoding)",
+               "producer": "position producers (id builders, packing collators, context-parallel shards)"}
 #: Cell states in the order the counts line names them.
 COUNT_ORDER = (*SURPRISES, State.HOLDS, State.HOLDS_PARTIAL, State.REFUTED, State.UNDECIDED,
                State.DEPENDS_ON_HISTORY, State.NOT_RUN, State.NOT_DECIDABLE)
@@ -127,7 +128,8 @@ def render_grid(cells: dict[str, dict[str, State]], roles: dict[str, dict[str, s
     lines += wrap(f"{', '.join(LITERATURE_CLAIMS)}: the literature's claims about ALiBi; MROPE-1 … "
                   f"{MULTIAXIS_CLAIMS[-1]}: the literature's on multi-axis RoPE; PATH-1 … PATH-3: the "
                   f"harness's own (equivalent call paths agree); MODEL-1 … {MODEL_CLAIMS[-1]}: the harness's "
-                  f"relations of a whole model; VLM-1 … {VLM_CLAIMS[-1]}: of a vision-language model; ctr: the "
+                  f"relations of a whole model; VLM-1 … {VLM_CLAIMS[-1]}: of a vision-language model; IDS, PACK, "
+                  "CP: of the code that builds M-RoPE ids, packs documents and cuts context-parallel shards; ctr: the "
                   "contract (shape, dtype, bad input, gradients)", width)
     return lines
 

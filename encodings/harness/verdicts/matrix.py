@@ -131,7 +131,7 @@ HARNESS_NOTE = (f"\n{', '.join(LITERATURE_CLAIMS)} are the literature's claims a
                 f"baseline; {', '.join(MULTIAXIS_CLAIMS)} the literature's about multi-axis RoPE (M-RoPE, 2D). "
                 f"{', '.join(HARNESS_CLAIMS)} are the harness's own requirements (equivalent call paths agree; "
                 "MODEL: relations of a whole model around its encoding; VLM: of a vision-language model around its "
-                "M-RoPE), not claims of the documents.\n")
+                "M-RoPE; IDS, PACK, CP: of the code that makes position ids), not claims of the documents.\n")
 
 
 CROSS_CHECK_NOTE = ("Cross-checks: cells on designs a claim is not about (a RoPE claim on the hybrid, a long-context "

@@ -1,0 +1,108 @@
+"""Code that cuts a sequence across context-parallel ranks, judged on its own (``specs/claims.md``,
+CP). A sharder is called as ``shard({'input_ids': (1, n), 'position_ids': (1, n) or (3, 1, n)},
+rank, world)`` and returns that rank's ``input_ids`` and ``position_ids``; ``restore(shards)``,
+where declared, puts the ranks' ids back in order. Every token is told apart by its id, so:
+
+* CP-1: a token on rank r has the position id it has in the whole sequence (sglang #28463: a
+  round-robin shard fed local positions);
+* CP-2: the ranks' shards hold every token exactly once;
+* CP-3: 3D ids keep their three axes and are cut where the tokens are (NVIDIA-NeMo Automodel
+  #1482: M-RoPE ids sharded on the axis dimension);
+* CP-4: ``restore`` of the ranks' ids gives the sequence's ids in order.
+
+The ids are a continuation (positions 100 … 123) in 1D and a row with a picture in 3D, so that
+local ids ``0 … n/W − 1`` are never the global ones. World sizes 2 and 4.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc.harness.references import position_ids as P
+from posenc.harness.references.protocols import build_subject
+from specs import support as s
+
+LENGTH = 24
+WORLDS = (2, 4)
+START = 100
+
+
+def _shards(record):
+    return record.producer.protocol == "cp_shard"
+
+
+def _sequences(record) -> dict[str, dict]:
+    tokens = (1000 + torch.arange(LENGTH)).unsqueeze(0)
+    out = {"1D": {"input_ids": tokens, "position_ids": (START + torch.arange(LENGTH)).unsqueeze(0)}}
+    if record.producer.axes == 3:
+        spans = [P.Span(P.TEXT, 4), P.Span(P.IMAGE, grid=(1, 4, 6)), P.Span(P.TEXT, 14)]
+        out["3D"] = {"input_ids": tokens, "position_ids": P.mrope_row(spans, merge=2)[0].unsqueeze(1)}
+    return out
+
+
+def _each_rank(record):
+    """``(name, sequence, world, [each rank's answer])`` for every sequence and world size."""
+    shard = build_subject(record, **s.SPEC_CONFIG.__dict__)
+    for name, sequence in _sequences(record).items():
+        for world in WORLDS:
+            answers = [shard({k: v.clone() for k, v in sequence.items()}, rank, world) for rank in range(world)]
+            yield shard, name, sequence, world, answers
+
+
+def _as_columns(ids: torch.Tensor) -> torch.Tensor:
+    """Ids as ``(axes, tokens)``."""
+    ids = torch.as_tensor(ids)
+    return ids.reshape(ids.shape[0], -1) if ids.dim() == 3 else ids.reshape(1, -1)
+
+
+@pytest.mark.claim("CP-1", kinds=("producer",), requires=_shards)
+def test_every_token_keeps_its_global_position_id(record):
+    for _, name, sequence, world, answers in _each_rank(record):
+        where = {int(t): k for k, t in enumerate(sequence["input_ids"][0])}
+        full = _as_columns(sequence["position_ids"])
+        for rank, answer in enumerate(answers):
+            tokens = torch.as_tensor(answer["input_ids"]).reshape(-1)
+            ids = _as_columns(answer["position_ids"])
+            if ids.shape != (full.shape[0], tokens.numel()):
+                s.undecided(f"{name} ids of shape {tuple(torch.as_tensor(answer['position_ids']).shape)} for "
+                            f"{tokens.numel()} tokens on rank {rank}: CP-3 judges that")
+            for j, token in enumerate(tokens.tolist()):
+                k = where.get(token)
+                if k is not None and not torch.equal(ids[:, j], full[:, k]):
+                    s.violated(f"{name} ids over {world} ranks: rank {rank}'s token {j} (token {k} of the sequence) "
+                               f"has position id {ids[:, j].tolist()}, its global id is {full[:, k].tolist()}",
+                               world=world, rank=rank, ids=name)
+
+
+@pytest.mark.claim("CP-2", kinds=("producer",), requires=_shards)
+def test_the_shards_hold_every_token_exactly_once(record):
+    for _, name, sequence, world, answers in _each_rank(record):
+        held = torch.cat([torch.as_tensor(a["input_ids"]).reshape(-1) for a in answers])
+        expected = sequence["input_ids"].reshape(-1)
+        if not torch.equal(held.sort().values, expected.sort().values):
+            counts = torch.bincount(held - 1000, minlength=LENGTH) if held.numel() and held.min() >= 1000 else held
+            s.violated(f"{name} ids over {world} ranks: the shards hold {held.numel()} tokens for {LENGTH}; "
+                       f"count of each token {counts.tolist()}", world=world, ids=name)
+
+
+@pytest.mark.claim("CP-3", kinds=("producer",), requires=lambda r: _shards(r) and r.producer.axes == 3)
+def test_3d_ids_are_cut_on_the_sequence_axis(record):
+    for _, name, sequence, world, answers in _each_rank(record):
+        if name != "3D":
+            continue
+        for rank, answer in enumerate(answers):
+            n = torch.as_tensor(answer["input_ids"]).numel()
+            shape = tuple(torch.as_tensor(answer["position_ids"]).shape)
+            if shape != (3, 1, n):
+                s.violated(f"3D ids (3, 1, {LENGTH}) over {world} ranks: rank {rank} holds {n} tokens and ids of "
+                           f"shape {shape}, expected (3, 1, {n})", world=world, rank=rank)
+
+
+@pytest.mark.claim("CP-4", kinds=("producer",), requires=lambda r: _shards(r) and r.producer.restores)
+def test_restoring_the_shards_gives_the_sequence_in_order(record):
+    for shard, name, sequence, world, answers in _each_rank(record):
+        restored = torch.as_tensor(shard.restore([a["position_ids"] for a in answers]))
+        if not torch.equal(restored, sequence["position_ids"]):
+            s.violated(f"{name} ids over {world} ranks: restore(shards) gives {_as_columns(restored)[0].tolist()}, "
+                       f"the sequence's are {_as_columns(sequence['position_ids'])[0].tolist()}", world=world, ids=name)
