@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 import posenc
-from posenc.encoders.position_producers import ContextParallelSharder, PackingCollator, vision_grid_ids
+from posenc.encoders.producers import ContextParallelSharder, PackingCollator, vision_grid_ids
 from posenc.harness.catalogue.declarations import producer_claims_for
 from posenc.harness.catalogue.producer_records import producer_record
 from posenc.harness.catalogue.records import ProducerTraits

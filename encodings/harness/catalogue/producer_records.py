@@ -1,6 +1,6 @@
 """The built-in position producers (``kind="producer"``): the project's own M-RoPE id builders,
 vision-tower grid ids, packing collators and context-parallel sharders
-(:mod:`posenc.encoders.position_producers`), each judged on its family's claims (IDS-*, PACK-*,
+(:mod:`posenc.encoders.producers`), each judged on its family's claims (IDS-*, PACK-*,
 CP-*) against the exact references of :mod:`..references.position_ids`. Plug-ins register their
 own with :func:`producer_record`.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from ...encoders.position_producers import ContextParallelSharder, MRopeIdBuilder, PackingCollator, vision_grid_ids
+from ...encoders.producers import ContextParallelSharder, MRopeIdBuilder, PackingCollator, vision_grid_ids
 from .declarations import producer_claims_for
 from .records import Declared, EncoderRecord, ProducerTraits
 
@@ -28,29 +28,29 @@ def _builder(time: str, tokens_per_second: float = 2.0):
 
 PRODUCER_RECORDS = [
     producer_record("ids_mrope_frames", ProducerTraits("mrope_ids", time="frames"), _builder("frames"),
-                    source="posenc.encoders.position_producers.MRopeIdBuilder (Qwen2-VL §2.1)",
+                    source="posenc.encoders.producers.MRopeIdBuilder (Qwen2-VL §2.1)",
                     description="M-RoPE ids, video time by frame index"),
     producer_record("ids_mrope_seconds", ProducerTraits("mrope_ids", time="seconds", tokens_per_second=2.0),
-                    _builder("seconds"), source="posenc.encoders.position_producers.MRopeIdBuilder (Qwen2.5-VL §2.1.3)",
+                    _builder("seconds"), source="posenc.encoders.producers.MRopeIdBuilder (Qwen2.5-VL §2.1.3)",
                     description="M-RoPE ids, video time in seconds × tokens per second"),
     producer_record("ids_mrope_split", ProducerTraits("mrope_ids", time="split"), _builder("split"),
-                    source="posenc.encoders.position_producers.MRopeIdBuilder (Qwen3-VL's frames framed by text)",
+                    source="posenc.encoders.producers.MRopeIdBuilder (Qwen3-VL's frames framed by text)",
                     description="M-RoPE ids, each video frame a block of its own"),
     producer_record("ids_vision_grid", ProducerTraits("vision_grid", merge=2),
                     lambda config: functools.partial(vision_grid_ids, merge=2),
-                    source="posenc.encoders.position_producers.vision_grid_ids",
+                    source="posenc.encoders.producers.vision_grid_ids",
                     description="a vision tower's (row, col) patch ids in 2 × 2 merge blocks"),
     producer_record("pack_flat", ProducerTraits("packing", boundaries=("cu_seq_lens", "seq_idx")),
                     lambda config: PackingCollator(axes=1, pad_to_multiple_of=8),
-                    source="posenc.encoders.position_producers.PackingCollator",
+                    source="posenc.encoders.producers.PackingCollator",
                     description="documents in one row, positions restarting, padded to a multiple of 8"),
     producer_record("pack_mrope", ProducerTraits("packing", axes=3, boundaries=("cu_seq_lens", "seq_idx")),
                     lambda config: PackingCollator(axes=3, pad_to_multiple_of=8),
-                    source="posenc.encoders.position_producers.PackingCollator",
+                    source="posenc.encoders.producers.PackingCollator",
                     description="documents with M-RoPE ids in one row, padded on every axis"),
     *(producer_record(f"shard_{layout}", ProducerTraits("cp_shard", axes=3, restores=True),
                       (lambda layout: lambda config: ContextParallelSharder(layout))(layout),
-                      source="posenc.encoders.position_producers.ContextParallelSharder",
+                      source="posenc.encoders.producers.ContextParallelSharder",
                       description=f"context-parallel shards, {layout.replace('_', '-')} layout")
       for layout in ("contiguous", "head_tail", "round_robin")),
 ]
