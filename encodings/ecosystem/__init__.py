@@ -16,6 +16,9 @@ dtype, a cache or a bound. Each record declares what the library promises, citin
   apply functions (``hf_*_mrope``, ``hf_*_rope2d``);
 * :mod:`.transformers_vlms` - transformers' vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4.1V), built
   tiny with their vision towers, for the VLM relations (``vlm_*``);
+* :mod:`.position_producers` - code that makes position ids: transformers' ``get_rope_index`` of four
+  VLM families and its vision-grid ids, ``DataCollatorWithFlattening``, torch's context-parallel load
+  balancers (``tf_ids_*``, ``tf_vision_grid``, ``tf_flattening``, ``torch_cp_*``);
 * :mod:`.torchtune_rope` - ``RotaryPositionalEmbeddings`` with ``input_pos`` (``torchtune_*``);
 * :mod:`.x_transformers_rope` - ``RotaryEmbedding`` with ``apply_rotary_pos_emb`` (``xtf_*``);
 * :mod:`.rotary_embedding_torch_rope` - ``RotaryEmbedding.rotate_queries_or_keys`` with an offset (``ret_*``).
@@ -27,6 +30,7 @@ install hint, so ``--encoders 'hf_*'`` never errors.
 from __future__ import annotations
 
 from . import (  # noqa: F401  (importing registers the records)
+    position_producers,
     rotary_embedding_torch_rope,
     torchtune_rope,
     transformers_models,
