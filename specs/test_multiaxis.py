@@ -11,7 +11,8 @@ al., ECCV 2024 §3.2, a schedule per axis), or by ``Σ_a θ_{a,i}·p_a`` (RoPE-M
   the axis call with equal ids, and the text call, are the 1D rotation of the geometry's θ (a 2D
   RoPE's cell is a cross-check: its θ restarts on each axis);
 * MROPE-4: ``⟨f(q, P), f(k, P′)⟩ = ⟨f(q, P + c), f(k, P′ + c)⟩`` for a shift ``c`` per axis, far
-  shifts included (relative position in every axis, Heo et al. §3);
+  shifts included (relative position in every axis, Heo et al. §3), with q and k through the
+  record's own q-and-k call (``pair``, or ``cos_sin`` and ``apply``): keys on their own path;
 * MROPE-5: ``‖f(x, P)‖ = ‖x‖`` per head.
 
 Positions with an axis dimension have shape ``(axes, batch, seq)``, as transformers passes them.
@@ -57,6 +58,21 @@ def inputs(record, seed, dtype, device, cfg, batch=BATCH):
 def _call(module, x, positions):
     with torch.no_grad():
         return s.answered(f"a call at positions of shape {tuple(positions.shape)}", lambda: module(x, positions))
+
+
+def _pair(module, q, k, q_positions, k_positions):
+    """``(f_q(q, P), f_k(k, P′))`` through the record's own q-and-k call where it has one (``pair``,
+    or ``cos_sin`` and its ``apply``), so that keys are read on their own path; two calls otherwise."""
+    record = getattr(module, "record", None)
+    if record is None:
+        return _call(module, q, q_positions), _call(module, k, k_positions)
+    with torch.no_grad():
+        if record.calling.protocol == "pair":
+            return s.answered("a pair call at per-axis positions",
+                              lambda: module.library(q, k, q_positions, k_positions))
+        q_cos, q_sin = s.answered("a cos_sin call at q's per-axis positions", lambda: module.library(q, q_positions))
+        k_cos, k_sin = s.answered("a cos_sin call at k's per-axis positions", lambda: module.library(k, k_positions))
+        return record.calling.apply(q, q, q_cos, q_sin)[0], record.calling.apply(k, k, k_cos, k_sin)[1]
 
 
 @pytest.mark.claim("MROPE-1", **MULTIAXIS)
@@ -133,8 +149,7 @@ def test_logits_depend_only_on_the_offset_in_every_axis(record, dtype, device, s
     k = inputs(record, seed + 1, dtype, device, cfg)
 
     def logits(q_positions, k_positions):
-        fq = s.as_heads(_call(module, q, q_positions), cfg).to(torch.float64)
-        fk = s.as_heads(_call(module, k, k_positions), cfg).to(torch.float64)
+        fq, fk = (s.as_heads(t, cfg).to(torch.float64) for t in _pair(module, q, k, q_positions, k_positions))
         return (fq * fk).sum(-1), s.dot_scale(fq, fk)
 
     near, near_scale = logits(P, Pk)

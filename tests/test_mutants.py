@@ -161,7 +161,11 @@ def test_catalogue_names_at_least_twenty_mutants_with_their_expected_claims():
 def test_mutant_describes_its_defect_and_keeps_the_declarations_it_imitates(record):
     assert record.description, f"{record.name}: the build function needs a docstring naming the defect"
     assert record.name not in {r.name for r in posenc.records()}
-    imitated = [r for r in posenc.records() if r.claims == record.claims and r.kind == record.kind]
+    # a q-and-k protocol has no offset path of its own: PATH-1 is n/a there, whatever it imitates
+    ignored = {"PATH-1"} if record.calling.protocol != "single" else set()
+    kept = {c: d for c, d in record.claims.items() if c not in ignored}
+    imitated = [r for r in posenc.records()
+                if {c: d for c, d in r.claims.items() if c not in ignored} == kept and r.kind == record.kind]
     assert imitated, f"{record.name}: declarations differ from every built-in design"
 
 

@@ -7,7 +7,11 @@ still the 1D RoPE they imitate, so only the multi-axis claims fail.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
+
+import posenc
 
 from posenc.encoders.multiaxis import MixedRotaryEmbedding, MultiAxisRotaryEmbedding, axis_positions
 from posenc.encoders.positions import angle_dtype
@@ -184,3 +188,29 @@ def mrope_rows_take_the_first_rows_ids(c):
     # reference: mlx-vlm #1095 class, a row inheriting another row's M-RoPE ids; within a row the offsets,
     # the sections and the norms stay right, so only the value at per-axis positions (MROPE-1) is wrong.
     return placed(FirstRowsIds(c.head_dim, _sections(c, (2, 3, 3)), base=c.base), c)
+
+
+class KeysInOneDimension(torch.nn.Module):
+    """q through M-RoPE; k through a 1D RoPE at its time ids (a q-and-k call whose key path was
+    never given the axes)."""
+
+    def __init__(self, mrope, rope):
+        super().__init__()
+        self.mrope, self.rope, self.head_dim = mrope, rope, mrope.head_dim
+
+    def forward(self, q, k, q_positions, k_positions):
+        one_dimensional = k_positions[0] if k_positions.dim() == 3 else k_positions
+        return self.mrope(q, q_positions), self.rope(k, one_dimensional)
+
+
+@mutant("mrope_qwen2vl", fails={"MROPE-4"},
+        calling=dataclasses.replace(posenc.get("mrope_qwen2vl").calling, protocol="pair"),
+        claims={**posenc.get("mrope_qwen2vl").claims,
+                "PATH-1": posenc.not_applicable("the offset path is checked on single-tensor encoders")})
+def mrope_keys_rotated_in_one_dimension(c):
+    """a q-and-k call that rotates keys with 1D RoPE at their time ids"""
+    # q's side is M-RoPE (MROPE-1, 2, 3, 5 read it); text ids are 1D on both sides (the ROPE claims hold);
+    # with per-axis positions only the q·k logits, read through the pair call, see the keys' axes lost.
+    layout = posenc.get("mrope_qwen2vl").geometry.layout
+    mrope = _multiaxis(c, (2, 3, 3), layout=layout)
+    return KeysInOneDimension(mrope, placed(posenc.RotaryEmbedding(c.head_dim, base=c.base, layout=layout), c))
