@@ -62,6 +62,18 @@ def record_code(found, args, apply=None) -> str:
             f"max_head_dim={found.head_dim},\n))")
 
 
+def _q_side(target, protocol: str, apply):
+    """``f(x, P)``: the target called by its protocol, q's side."""
+    if protocol == "pair":
+        return lambda x, P: target(x, x, P, P)[0]
+    if protocol == "cos_sin":
+        def call(x, P):
+            cos, sin = target(x, P)
+            return apply(x, x, cos, sin)[0]
+        return call
+    return target
+
+
 def main(argv=None) -> int:
     parser = cli.ArgumentParser(prog="python -m posenc identify", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", help="FILE.py:NAME, a module class or instance or a function")
@@ -89,10 +101,17 @@ def main(argv=None) -> int:
         target = target(args.head_dim)
     apply = getattr(module, args.apply) if args.apply else None
     if args.axes > 1:
-        axes = identify_axes(target, head_dim=args.head_dim, axes=args.axes)
+        if args.protocol == "cos_sin" and apply is None:
+            parser.error("--protocol cos_sin needs --apply NAME")
+        try:
+            axes = identify_axes(_q_side(target, args.protocol, apply), head_dim=args.head_dim, axes=args.axes)
+        except Exception as error:  # noqa: BLE001 - the target's own failure, named
+            print(f"error: {args.target} called by the {args.protocol} protocol with positions (axes, batch, seq): "
+                  f"{type(error).__name__}: {error}", file=sys.stderr)
+            return 1
         print(axes.report())
         code = axes.geometry_code()
-        print(f"\ngeometry to declare: {code}" if code else "\nno sections to declare: see the note")
+        print(f"\ngeometry to declare: {code}" if code else "\nno sections to declare: see the note above")
         return 0
     try:
         found = identify(target, protocol=args.protocol, apply=apply, head_dim=args.head_dim, base=args.base,
