@@ -33,11 +33,14 @@ from .encoders import (
     xpos_scale,
 )
 from .harness.catalogue.claims import CLAIMS, CONTRACT, ClaimViolation
-from .harness.catalogue.declarations import rotary_claims
+from .harness.catalogue.declarations import multiaxis_claims, producer_claims, rotary_claims
+from .harness.catalogue.producer_records import producer_record
 from .harness.catalogue.records import (
     Calling,
     Limits,
     DEFAULT_TOLERANCES,
+    PRODUCER_PROTOCOLS,
+    ProducerTraits,
     HOLDS,
     FLOAT64_THROUGH_FP32_ANGLES,
     BuildConfig,
@@ -63,4 +66,5 @@ __all__ = [
     "RotaryEmbedding", "RotaryEmbeddingComplex", "RotaryGeometry", "SinusoidalPositionalEncoding", "State", "Tolerance",
     "angle_dtype", "get", "inverse_frequencies", "load_plugin", "not_applicable", "records", "refuted",
     "register", "rotary_claims", "unregister", "with_defaults",
+    "multiaxis_claims", "PRODUCER_PROTOCOLS", "ProducerTraits", "producer_claims", "producer_record",
 ]

@@ -171,9 +171,8 @@ class RotaryGeometry:
     scale_length_dependent: bool = False  # position_scale takes the call's length (xPos centred on the call)
     length_dependent: bool = False  # frequencies take the call's length (dynamic NTK)
     angle_dtype: torch.dtype | None = None  # the dtype angles are formed in; None: the input's, float64 at most
-    # Multi-axis RoPE (M-RoPE, 2D): the share of the pairs each position axis owns, as parts
-    # (Qwen2-VL's 16:24:24 is (2, 3, 3)); () is one axis (1D RoPE).
-    axis_sections: tuple[int, ...] = ()
+    # Multi-axis RoPE (M-RoPE, 2D): positions (axes, batch, seq) reach every protocol's calls.
+    axis_sections: tuple[int, ...] = ()  # each axis's share of the pairs: Qwen2-VL's 16:24:24 is (2, 3, 3); (): 1D
     axis_order: str = "contiguous"  # contiguous (Qwen2-VL) | interleaved (Qwen3-VL): which pairs an axis owns
     # | spatial_interleaved (Ernie 4.5 VL): axes 1…A−1 alternate over the first pairs (H W H W …), then axis 0's
     axis_schedule: str = "shared"  # shared: θ over the head (M-RoPE) | per_axis: each axis its own (axial 2D)
