@@ -14,7 +14,9 @@ picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-V
   logits of ``P`` given, and decoding after it (the model's ``generate``) continues each row from
   its own largest id plus one;
 * VLM-4 (mlx-vlm #1095): a batch mixing a row with a picture and a text-only row (of its length, or
-  shorter and left-padded with its mask) gives each row's logits alone, in the prompt and decoding;
+  shorter and left-padded with its mask) gives each row's logits alone, in the prompt and decoding
+  (``generate``, and a forward a token with the cache, without the mask where no row is padded
+  and with it);
 * VLM-5 (transformers #44873): after a ``generate`` on a batch of two, a forward on a batch of
   four with pictures, and one on a single text row, give the logits of a fresh model (nothing kept
   from the earlier call; a crash violates it);
@@ -28,6 +30,8 @@ logits by ``TEETH`` tolerances, else the cell is ``undecided``. Tolerances as in
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import pytest
 import torch
@@ -88,13 +92,15 @@ def _extended(model, prompt, seed=7):
                         torch.cat((prompt.types, tail.types), 1), torch.cat((prompt.mask, tail.mask), 1))
 
 
-def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="the call"):
+def _call(model, prompt, positions=None, start=0, end=None, cache=None, what="the call", masked=False):
+    """One forward of tokens ``start … end − 1``; the mask is passed where a row is padded, or
+    where ``masked`` (a mask of ones: another code path in real models)."""
     end = prompt.ids.shape[1] if end is None else end
 
     def run():
         with torch.no_grad():
             try:
-                mask = prompt.mask[:, :end] if prompt.padded else None
+                mask = prompt.mask[:, :end] if prompt.padded or masked else None
                 logits, returned = model(prompt.ids[:, start:end], position_ids=positions, attention_mask=mask,
                                          cache=cache, vision=prompt.inputs(start, end))
             except models.NotInConvention as reason:
@@ -114,13 +120,15 @@ def _generate(model, full, prompt_length, what):
     return s.answered(what, run)
 
 
-def _decode(model, full, prompt_length, what):
+def _decode(model, full, prompt_length, what, masked=False):
     """The model's own decode through its forward: a prefill, then a token a call with its cache
-    (the ``rope_deltas`` path), logits of positions prompt − 1 … n − 2."""
-    logits, cache = _call(model, full, end=prompt_length, what=f"{what}: the prefill")
+    (the ``rope_deltas`` path), logits of positions prompt − 1 … n − 2; ``masked``: every call with
+    the attention mask, padded or not."""
+    logits, cache = _call(model, full, end=prompt_length, what=f"{what}: the prefill", masked=masked)
     steps = [logits[:, -1]]
     for j in range(prompt_length, full.ids.shape[1] - 1):
-        step, cache = _call(model, full, start=j, end=j + 1, cache=cache, what=f"{what}: the step at {j}")
+        step, cache = _call(model, full, start=j, end=j + 1, cache=cache, what=f"{what}: the step at {j}",
+                            masked=masked)
         steps.append(step[:, -1])
     return torch.stack(steps, dim=1)
 
@@ -230,7 +238,8 @@ MIXED = ((IMAGE_A, TEXT), (IMAGE_A, (Pad(4), Text(9))))
 def test_a_row_with_a_picture_and_a_text_row_read_as_each_alone(record, device):
     fresh = models.Fresh(record, device)
     model = _subject(fresh)
-    decodes = {"generate": _generate, "a forward a token with the cache": _decode}
+    decodes = {"generate": _generate, "a forward a token with the cache": _decode,
+               "a forward a token with the cache and the attention mask": partial(_decode, masked=True)}
     for case, rows in enumerate(MIXED):
         full = _extended(model, model.prompt(rows, seed=4 + case))
         prompt_length = full.ids.shape[1] - STEPS

@@ -8,8 +8,9 @@ Known, in the pinned transformers 5.24:
   (merged), below the video's time ids when the video runs longer than it is wide (VLM-3). The
   papers, and the reference code transformers shipped before, resume at the largest id plus one;
   the stored ``rope_deltas`` do, so a decode after such a prompt also jumps.
-* A decode step through ``forward`` of a left-padded batch with a picture builds M-RoPE ids for every
-  position its mask covers, cache included, and the attention fails on the sizes (VLM-4, all four
+* A decode step through ``forward`` with an attention mask, after a prompt holding a picture (padded
+  or not), builds M-RoPE ids for every position its mask covers, cache included, and the attention
+  fails on the sizes (VLM-4, all four
   families); the prompt and ``generate`` read each row as alone.
 * A forward whose chunk brings a picture after cached tokens gives it wrong ids (VLM-6): after a
   text-only cache, ``get_rope_index`` on the chunk alone, counting from 0; after a cache that holds
@@ -61,7 +62,7 @@ def test_each_finding_names_its_row_or_chunk_and_a_reproducer(vlm_run):
                  if (o["encoder"], o["claim"]) == (encoder, claim) and o["state"] == State.UNEXPECTEDLY_FAILING]
         assert found and all("--plugin posenc.ecosystem" in o["reproducer"] for o in found), (encoder, claim)
         said = " ".join(o["message"] for o in found)
-        assert {"VLM-3": "row 2", "VLM-4": "(left-padded)", "VLM-6": "the chunk of tokens"}[claim] in said, said
+        assert {"VLM-3": "row 2", "VLM-4": "with the cache and the attention mask", "VLM-6": "the chunk of tokens"}[claim] in said, said
 
 
 # Standalone: transformers' models and calls alone, no harness.
@@ -197,3 +198,25 @@ def test_a_padded_decode_through_forward_builds_ids_for_the_whole_mask(name):
         with pytest.raises(RuntimeError, match="must match"):
             model(input_ids=step, attention_mask=longer, cache=prompt.cache, use_cache=True,
                   mm_token_type_ids=torch.zeros_like(step))
+
+
+@pytest.mark.parametrize("name", sorted({n for n, c in VLM_FINDINGS if c == "VLM-4"}))
+def test_an_unpadded_decode_through_forward_with_its_mask_fails_too(name):
+    """No padding at all: one row with a picture, its mask of ones, then one token with the cache and
+    the longer mask of ones. The same step without the mask is right."""
+    needs("transformers")
+    model = _model(name)
+    image = TOKENS["image_token_id"]
+    ids = torch.tensor([[5, 6, *([image] * 6), 7, 8]])
+    types = (ids == image).long()
+    grid = torch.tensor([[1, 4, 6]])
+    picture = dict(pixel_values=torch.randn(int(grid.prod()), 3 * 2 * 2 * 2), image_grid_thw=grid)
+    step = torch.tensor([[20]])
+    with torch.no_grad():
+        prompt = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types, use_cache=True,
+                       **picture)
+        with pytest.raises(RuntimeError, match="must match"):
+            model(input_ids=step, attention_mask=torch.ones(1, 11, dtype=torch.long), cache=prompt.cache,
+                  use_cache=True, mm_token_type_ids=torch.zeros_like(step))
+        bare = model(input_ids=ids, mm_token_type_ids=types, use_cache=True, **picture)
+        model(input_ids=step, cache=bare.cache, use_cache=True, mm_token_type_ids=torch.zeros_like(step))

@@ -31,8 +31,9 @@ VLM_RESUME_BELOW_VIDEO_TIME = ("vlm_qwen2_vl", "vlm_qwen2_5_vl")
 #: A forward whose chunk brings a picture after cached tokens gives it wrong ids, with no error (VLM-6): from 0
 #: after a text-only cache, text ids plus the old delta after a cache that holds a picture.
 VLM_LATER_CHUNK_PICTURE = ("vlm_qwen2_vl", "vlm_qwen2_5_vl", "vlm_qwen3_vl", "vlm_glm4v")
-#: A decode step through ``forward`` of a left-padded batch with a picture builds ids for the whole mask, cache
-#: included, and the attention fails on the sizes (VLM-4); the prompt and ``generate`` are right.
+#: A decode step through ``forward`` with an attention mask, after a prompt holding a picture (padded or not),
+#: builds ids for the whole mask, cache included, and the attention fails on the sizes (VLM-4); the prompt,
+#: ``generate`` and the step without a mask are right.
 VLM_PADDED_DECODE_FAILS = ("vlm_qwen2_vl", "vlm_qwen2_5_vl", "vlm_qwen3_vl", "vlm_glm4v")
 #: The vision-language models' FAIL cells, and the records their own run selects.
 VLM_FINDINGS: frozenset[tuple[str, str]] = frozenset(
