@@ -18,7 +18,7 @@ column in its merged grid:
 
 Ids are integers: every relation is exact, and the rows are fixed (no draws): each shape that
 tells a defect apart is among them (a wide and a tall picture, a video longer in time than in
-space, two pictures, seconds that step by more than one).
+space, two pictures, seconds that step by more than one and by a fraction).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ IMAGE_SMALL = P.Span(P.IMAGE, grid=(1, 2, 2))
 #: 4 frames of 2 × 2 tokens: longer in time than in space; 1.5 s a grid at 2 ids a second: τ = 0, 3, 6, 9.
 VIDEO_LONG = P.Span(P.VIDEO, grid=(4, 4, 4), seconds_per_grid=1.5)
 VIDEO_SHORT = P.Span(P.VIDEO, grid=(2, 6, 4), seconds_per_grid=0.5)
+#: 0.75 s a grid at 2 ids a second: τ = 0, 1, 3, 4 (the floor of 1.5 and 4.5: rounding gives 2 and 5).
+VIDEO_UNEVEN = P.Span(P.VIDEO, grid=(4, 2, 2), seconds_per_grid=0.75)
 
 ROWS = {
     "text": [P.Span(P.TEXT, 5)],
@@ -43,6 +45,7 @@ ROWS = {
     "two pictures": [P.Span(P.TEXT, 1), IMAGE_TALL, P.Span(P.TEXT, 2), IMAGE_SMALL, P.Span(P.TEXT, 3)],
     "video": [P.Span(P.TEXT, 2), VIDEO_LONG, P.Span(P.TEXT, 3)],
     "short video": [P.Span(P.TEXT, 2), VIDEO_SHORT, P.Span(P.TEXT, 2)],
+    "uneven video": [P.Span(P.TEXT, 1), VIDEO_UNEVEN, P.Span(P.TEXT, 1)],
 }
 GRIDS = [(1, 4, 6), (2, 4, 4), (1, 2, 6)]
 

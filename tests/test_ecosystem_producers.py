@@ -72,3 +72,11 @@ def test_qwen2_5_vl_resumes_below_its_seconds_and_its_delta_jumps():
     ids, delta = index(**_video_row(), second_per_grid_ts=torch.tensor([1.5]))
     assert ids[0, 0, 2:18].unique().tolist() == [2, 5, 8, 11]
     assert ids[0, 0, 18:].tolist() == [4, 5, 6] and int(delta) == -9  # decodes at 21 − 9 = 12, the row ends at 6
+
+
+def test_qwen2_vl_delta_jumps_where_a_video_runs_past_the_text_after_it():
+    needs("transformers")
+    types_ = torch.tensor([[0, 2, 2, 2, 2, 0]])  # a video of 4 frames of one merged token
+    ids, delta = _get_rope_index("Qwen2VLConfig", "Qwen2VLModel")(
+        input_ids=torch.ones_like(types_), mm_token_type_ids=types_, video_grid_thw=torch.tensor([[4, 2, 2]]))
+    assert ids[0, 0].tolist() == [0, 1, 2, 3, 4, 2] and int(delta) == -1  # decodes at 6 − 1 = 5; the row ends at 2

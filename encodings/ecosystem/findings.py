@@ -44,9 +44,9 @@ VLM_ENCODERS = "vlm_*"
 
 #: transformers 5.24's ``get_rope_index`` of Qwen2-VL and Qwen2.5-VL, called on its own: text after a video
 #: resumes at ``start + max(h, w)``, below the video's time ids (IDS-3); where the time ids run past the text's
-#: (Qwen2.5-VL's seconds), the row's delta no longer continues the row (IDS-6).
+#: at the row's end, the row's delta no longer continues the row (IDS-6).
 PRODUCER_FINDINGS: frozenset[tuple[str, str]] = frozenset(
-    {("tf_ids_qwen2_vl", "IDS-3"), ("tf_ids_qwen2_5_vl", "IDS-3"), ("tf_ids_qwen2_5_vl", "IDS-6")})
+    {(name, claim) for name in ("tf_ids_qwen2_vl", "tf_ids_qwen2_5_vl") for claim in ("IDS-3", "IDS-6")})
 PRODUCER_ENCODERS = "tf_ids_*,tf_vision_grid,tf_flattening,torch_cp_*"
 
 FINDINGS: frozenset[tuple[str, str]] = frozenset({

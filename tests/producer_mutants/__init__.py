@@ -273,6 +273,18 @@ def mut_pack_separator_over_first_token(c):
 # ---------------------------------------------------------------- context-parallel shards
 
 
+class _NotInverse(ContextParallelSharder):
+    def restore(self, shards):
+        return torch.cat(shards, dim=-1)  # the ranks' pieces joined, the layout's order never undone
+
+
+@mutant("ctl_shard_head_tail", fails={"CP-4"})
+def mut_shard_restore_not_inverse(c):
+    """restore joins the ranks' shards without undoing the zigzag"""
+    return _NotInverse("head_tail")
+
+
+
 class _Local(ContextParallelSharder):
     def __call__(self, batch, rank, world):
         out = super().__call__(batch, rank, world)
@@ -281,8 +293,7 @@ class _Local(ContextParallelSharder):
         return out
 
 
-@mutant("ctl_shard_round_robin", fails={"CP-1", "CP-4"},
-        why="each rank's ids are local (CP-1), so restoring them cannot give the sequence's (CP-4)")
+@mutant("ctl_shard_round_robin", fails={"CP-1"})
 def mut_shard_local_ids(c):
     """a round-robin shard fed local positions 0 … n/W − 1 (sglang #28463)"""
     return _Local("round_robin")
@@ -311,9 +322,7 @@ class _WrongSecondHalf(ContextParallelSharder):
         return out
 
 
-@mutant("ctl_shard_head_tail", fails={"CP-1", "CP-4"},
-        why="the ids take chunk W + r where the tokens take 2W − 1 − r (CP-1); restored by the tokens' order, "
-            "the ids come back out of order (CP-4)")
+@mutant("ctl_shard_head_tail", fails={"CP-1"})
 def mut_shard_zigzag_wrong_second_half(c):
     """a zigzag whose ids take the wrong second half"""
     return _WrongSecondHalf("head_tail")
