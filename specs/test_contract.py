@@ -80,7 +80,10 @@ def _expect_error(record, what, call, words, garbage=None, answer_is_judged_else
 
 def _not_the_rotation_at(record, x, positions):
     """Why a silent result at (negative) ``positions`` is garbage: it is not ``R_p x`` there (a
-    table that wrapped to its end, say). None where it is the rotation at ``p``, or no geometry says."""
+    table that wrapped to its end, say), while the same call is ``R_p x`` at its non-negative
+    positions. None where it is the rotation at ``p``, where no geometry says, or where the
+    rotation is wrong at ``p ≥ 0`` too: a wrong θ, pairing or offset is the rotation claims' to
+    blame (ROPE-1), not a negative position's."""
     if record.geometry is None or record.kind != "rotary":
         return lambda out: f"{record.name} has no rotation to compare with"
 
@@ -90,9 +93,14 @@ def _not_the_rotation_at(record, x, positions):
             return f"an output of shape {shape} for an input of shape {tuple(x.shape)}"
         p = torch.as_tensor(positions).reshape(1, -1)
         expected = s.reference_rotation(s.as_heads(x), p, record.geometry, s.SPEC_CONFIG.head_dim)
-        error = s.max_error(s.as_heads(out), expected)
+        per_token = (s.as_heads(out).to(expected.dtype) - expected).abs().flatten(2).amax(dim=(0, 2))
         bound = record.tolerance(x.dtype).bound(float(expected.abs().max()), s.max_angle(p.abs(), record.geometry))
-        return None if error <= bound else f"not R_p x at p = {p.tolist()[0]} (error {error:.3g})"
+        if not float(per_token.max()) > bound:
+            return None
+        kept = p[0] >= 0
+        if bool(kept.any()) and float(per_token[kept].max()) > bound:
+            return None  # wrong at p ≥ 0 too: not the negative position's doing
+        return f"not R_p x at p = {p.tolist()[0]} (error {float(per_token.max()):.3g})"
     return check
 
 

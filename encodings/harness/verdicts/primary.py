@@ -8,6 +8,10 @@ its failing cells, by the rules ``docs/reference/states.md`` writes down.
   made about this design) on an encoder with a failing verdict cell is a consequence of the first
   such verdict cell, in the catalogue's order.
 
+* **An input changed in place is the contract's.** On an encoder whose contract cell fails
+  because it modified its input in place, every other failing cell is a consequence of the
+  contract: the specs reuse their inputs after a call, so they read values it overwrote.
+
 A consequence stays a failure, and every report shows it: the reports list the primary cells
 first and say of each consequence which cell it follows and by which rule.
 """
@@ -23,6 +27,9 @@ from ..catalogue.states import State
 HALF = re.compile(r"[\[-](b?float16)[\]-]")
 HALF_RULE = "seen only in half precision, where ROPE-11 fails, while float32 holds"
 CROSS_CHECK_RULE = "a cross-check of a claim not made about this design, beside a failing verdict"
+IN_PLACE_RULE = "the encoder modifies its input in place: a spec that reuses an input after a call reads what it wrote"
+#: The contract's message for an input changed in place (specs/test_contract.py).
+IN_PLACE = "the input was modified in place"
 ORDER = {claim: k for k, claim in enumerate((*CLAIMS, CONTRACT))}
 
 
@@ -37,6 +44,9 @@ def consequences(outcomes, roles: dict | None) -> dict[tuple[str, str], tuple[st
     for encoder, by_claim in cells.items():
         failing = {claim: runs for claim, runs in by_claim.items()
                    if any(_state(o) == State.UNEXPECTEDLY_FAILING for o in runs)}
+        if any(IN_PLACE in (_field(o, "message") or "") for o in failing.get(CONTRACT, ())):
+            found.update({(claim, encoder): (CONTRACT, IN_PLACE_RULE) for claim in failing if claim != CONTRACT})
+            continue
         if "ROPE-11" in failing:
             for claim, runs in failing.items():
                 failed = [o for o in runs if _state(o) == State.UNEXPECTEDLY_FAILING]

@@ -28,6 +28,7 @@ of each decoded token but the last. Adapters map a model's own convention onto i
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 
 import torch
@@ -285,8 +286,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES
         alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
             or type(model).__name__.startswith("Bloom")
-        absolute = any(isinstance(m, nn.Embedding) and n.endswith(("wpe", "embed_positions", "position_embeddings"))
-                       for n, m in model.named_modules())
+        absolute = any(_absolute_table(n, m) for n, m in model.named_modules())
         found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
         # transformers tells packed documents by position ids that restart (masking_utils)
@@ -309,6 +309,20 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             found["packing"] = "document_ids"
         found["library"] = type(model).__name__
     return ModelTraits(**{**found, **given})
+
+
+#: A module of absolute positions, by its class name (OPT's learned, XGLM's sinusoidal table).
+ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding(?!.*Rotary)")
+
+
+def _absolute_table(name: str, module: nn.Module) -> bool:
+    """A table of absolute positions: an embedding named as GPT-2's and OPT's are, or a module of
+    any class so named or so called (XGLM's sinusoidal table is no ``nn.Embedding``); never a rotary."""
+    kind = type(module).__name__
+    if "Rotary" in kind or "RoPE" in kind or "Rope" in kind:
+        return False
+    named = name.endswith(("wpe", "embed_positions", "position_embeddings"))
+    return (named and (isinstance(module, nn.Embedding) or "Embedding" in kind)) or bool(ABSOLUTE_CLASS.search(kind))
 
 
 def _version(package: str) -> str:
