@@ -134,6 +134,39 @@ def test_recurrentgemma_carries_its_convolution_across_packed_documents():
     assert _off(packed[:, :7], alone[0]) < 1e-4 < 1e-2 < _off(packed[:, 7:], alone[1])
 
 
+def _biogpt():
+    return _model("BioGptConfig", vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=128, max_position_embeddings=256, initializer_range=0.2, pad_token_id=0,
+                  bos_token_id=1, eos_token_id=2)
+
+
+def _xglm():
+    return _model("XGLMConfig", vocab_size=128, d_model=64, num_layers=2, attention_heads=4, ffn_dim=128,
+                  max_position_embeddings=256, init_std=0.2, dropout=0.0, pad_token_id=0, bos_token_id=1,
+                  eos_token_id=2)
+
+
+@pytest.mark.parametrize("name", ["biogpt", "xglm"])
+def test_biogpt_and_xglm_let_packed_documents_attend_each_other(name):
+    """BioGPT and XGLM build their causal mask without the position ids (as OPT does): the second
+    of two documents packed with restarting ids differs from itself alone."""
+    model = _biogpt() if name == "biogpt" else _xglm()
+    first, second = _ids(7, 5), _ids(5, 6)
+    with torch.no_grad():
+        packed = model(torch.cat((first, second), 1), use_cache=False,
+                       position_ids=torch.cat((torch.arange(7), torch.arange(5)))[None]).logits[:, 7:]
+        alone = model(second, use_cache=False, position_ids=torch.arange(5)[None]).logits
+    assert _off(packed, alone) > 0.1
+
+
+def test_xglm_and_biogpt_read_as_absolute_tables():
+    """XGLM's sinusoidal table is no ``nn.Embedding``; ``--model`` reads it as absolute positions
+    all the same (a shift then changes every embedding: MODEL-1 n/a, and decodes stay in its table)."""
+    from posenc.harness.whole_models.models import traits_of
+
+    assert traits_of(_xglm()).positions == traits_of(_biogpt()).positions == "absolute"
+
+
 @pytest.mark.parametrize("name", ["opt", "llama"])
 def test_opt_lets_packed_documents_attend_each_other(name):
     """OPT: two documents packed with position ids that restart; its mask is built without the
@@ -154,10 +187,10 @@ def test_opt_lets_packed_documents_attend_each_other(name):
     assert (off > 0.1) if name == "opt" else (off < 1e-4), off
 
 
-@pytest.mark.parametrize("name", ["opt", "codegen", "gpt_bigcode"])
+@pytest.mark.parametrize("name", ["opt", "codegen", "gpt_bigcode", "gpt_neo", "biogpt"])
 def test_past_their_tables_opt_codegen_and_gpt_bigcode_raise_errors_that_name_no_limit(name):
-    """At 4096 positions (their configured maximum), a window past it raises an error whose
-    message names no limit."""
+    """At their configured maximum (4096; BioGPT's 256 here), a window past it raises an error
+    whose message names no limit (GPT-Neo and BioGPT found blind in a second round)."""
     from specs.support import LIMIT_WORDS
 
     tokens = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -169,10 +202,15 @@ def test_past_their_tables_opt_codegen_and_gpt_bigcode_raise_errors_that_name_no
                                   n_layer=2, n_head=4, rotary_dim=8, n_inner=128, **tokens),
         "gpt_bigcode": lambda: _model("GPTBigCodeConfig", vocab_size=128, n_positions=4096, n_embd=64, n_layer=2,
                                       n_head=4, n_inner=128, multi_query=True, **tokens),
+        "gpt_neo": lambda: _model("GPTNeoConfig", vocab_size=128, hidden_size=64, num_layers=2, num_heads=4,
+                                  attention_types=[[["global", "local"], 1]], max_position_embeddings=4096,
+                                  intermediate_size=128, **tokens),
+        "biogpt": _biogpt,
     }[name]()
     ids = _ids(16, 7)
+    past = 4133 if name != "biogpt" else 293
     with pytest.raises(Exception) as raised, torch.no_grad():
-        model(ids, position_ids=torch.arange(4133, 4149)[None])
+        model(ids, position_ids=torch.arange(past, past + 16)[None])
     assert not any(word in str(raised.value).lower() for word in LIMIT_WORDS), str(raised.value)
 
 
