@@ -80,10 +80,10 @@ def _expect_error(record, what, call, words, garbage=None, answer_is_judged_else
 
 def _not_the_rotation_at(record, x, positions):
     """Why a silent result at (negative) ``positions`` is garbage: it is not ``R_p x`` there (a
-    table that wrapped to its end, say), while the same call is ``R_p x`` at its non-negative
-    positions. None where it is the rotation at ``p``, where no geometry says, or where the
-    rotation is wrong at ``p ≥ 0`` too: a wrong θ, pairing or offset is the rotation claims' to
-    blame (ROPE-1), not a negative position's."""
+    table that wrapped to its end, say). None where it is the rotation at ``p``, where no geometry
+    says, or, for positions with negative ones among them, where the rotation is wrong at the
+    non-negative ones too: a wrong θ, pairing or offset is the rotation claims' to blame (ROPE-1),
+    not a negative position's."""
     if record.geometry is None or record.kind != "rotary":
         return lambda out: f"{record.name} has no rotation to compare with"
 
@@ -98,7 +98,7 @@ def _not_the_rotation_at(record, x, positions):
         if not float(per_token.max()) > bound:
             return None
         kept = p[0] >= 0
-        if bool(kept.any()) and float(per_token[kept].max()) > bound:
+        if not bool(kept.all()) and bool(kept.any()) and float(per_token[kept].max()) > bound:
             return None  # wrong at p ≥ 0 too: not the negative position's doing
         return f"not R_p x at p = {p.tolist()[0]} (error {float(per_token.max()):.3g})"
     return check

@@ -62,9 +62,10 @@ MUTANTS = [r.name for r in RECORDS]
 EXPECTED_CLAIMS: dict[str, set[str]] = CATALOGUE.EXPECTED_CLAIMS
 WHY: dict[str, str] = CATALOGUE.WHY
 KNOWN_SURVIVORS: dict[str, str] = CATALOGUE.KNOWN_SURVIVORS
-#: The model relations' specs run on models, and their mutants are models: tests/test_model_mutants.py.
+#: The model relations' specs run on models, and their mutants are models: tests/test_model_mutants.py;
+#: the position producers' specs have theirs in tests/test_producer_mutants.py.
 DEFAULT_SPECS = [s for s in spec_functions() if not OUT_OF_SCOPE_MARKERS & set(s.markers)
-                 and s.claim not in PERFORMANCE_CLAIMS and _takes_record(s) and s.kinds != ("model",)]
+                 and s.claim not in PERFORMANCE_CLAIMS and _takes_record(s) and s.kinds not in (("model",), ("producer",))]
 SPEC_NAMES = sorted({s.name for s in DEFAULT_SPECS})
 ROTARY_CLAIMS = [claim for claim, declared in posenc.rotary_claims().items()
                  if declared.status != State.NA and any(s.claim == claim for s in DEFAULT_SPECS)]
