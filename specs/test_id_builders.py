@@ -18,7 +18,9 @@ column in its merged grid:
 
 Ids are integers: every relation is exact, and the rows are fixed (no draws): each shape that
 tells a defect apart is among them (a wide and a tall picture, a video longer in time than in
-space, two pictures, seconds that step by more than one and by a fraction).
+space, two pictures, seconds that step by more than one and by a fraction, two videos of other
+seconds after a picture). Pictures and videos are framed by text, as processors frame them with
+their vision-start and vision-end tokens.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ ROWS = {
     "video": [P.Span(P.TEXT, 2), VIDEO_LONG, P.Span(P.TEXT, 3)],
     "short video": [P.Span(P.TEXT, 2), VIDEO_SHORT, P.Span(P.TEXT, 2)],
     "uneven video": [P.Span(P.TEXT, 1), VIDEO_UNEVEN, P.Span(P.TEXT, 1)],
+    # a picture before two videos of their own seconds: each video's seconds are its own
+    "picture and videos": [P.Span(P.TEXT, 1), IMAGE_SMALL, P.Span(P.TEXT, 1), VIDEO_SHORT, P.Span(P.TEXT, 1),
+                           VIDEO_UNEVEN, P.Span(P.TEXT, 1)],
 }
 GRIDS = [(1, 4, 6), (2, 4, 4), (1, 2, 6)]
 
@@ -174,9 +179,11 @@ def test_a_videos_time_ids_follow_its_declared_unit(record):
             got = [sorted(set(ids[0, [k for k in at if tokens[k].frame == f]].tolist())) for f in range(video.grid[0])]
             expected = [[start + step] for step in steps]
             if got != expected:
-                s.violated(f"the row {name!r}: the video of block {block} has time ids {got} by frame, expected "
-                           f"{expected} ({traits.time}: {video.seconds_per_grid} s a grid, "
-                           f"{traits.tokens_per_second} ids a second)", row=name, block=block)
+                unit = {"seconds": f"seconds: {video.seconds_per_grid} s a grid, {traits.tokens_per_second} ids a second",
+                        "frames": "by frame index", "split": "each frame a block at its own start"}[traits.time]
+                what = "a frame of a video" if traits.time == "split" else f"the video of block {block}"
+                s.violated(f"the row {name!r}: {what} has time ids {got} by frame, expected {expected} ({unit})",
+                           row=name, block=block)
 
 
 # ------------------------------------------------------------------ IDS-5, IDS-6

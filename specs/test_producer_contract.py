@@ -22,7 +22,8 @@ def _integer(what: str, value, shape: tuple) -> None:
     if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype == torch.bool:
         s.violated(f"{what}: {type(value).__name__} {getattr(value, 'dtype', '')}, expected an integer tensor")
     if value.dim() != len(shape) or tuple(value.shape[:-1]) != tuple(shape[:-1]):
-        s.violated(f"{what}: shape {tuple(value.shape)}, expected {shape[:-1] + ('…',)}")
+        expected = ", ".join([*map(str, shape[:-1]), "n"])
+        s.violated(f"{what}: shape {tuple(value.shape)}, expected ({expected})")
 
 
 def _answers(record):

@@ -108,6 +108,9 @@ def test_restoring_the_shards_gives_the_sequence_in_order(record):
             s.undecided("a rank holds tokens that are not the sequence's: CP-2 judges that")
         truth = [sequence["position_ids"][..., h] for h in held]
         restored = torch.as_tensor(shard.restore(truth))
+        if restored.shape != sequence["position_ids"].shape:
+            s.violated(f"{name} ids over {world} ranks: restore(shards) gives shape {tuple(restored.shape)}, the "
+                       f"sequence's is {tuple(sequence['position_ids'].shape)}", world=world, ids=name)
         if not torch.equal(restored, sequence["position_ids"]):
             s.violated(f"{name} ids over {world} ranks: restore(shards) gives {_as_columns(restored)[0].tolist()}, "
                        f"the sequence's are {_as_columns(sequence['position_ids'])[0].tolist()}", world=world, ids=name)
