@@ -203,7 +203,7 @@ def test_neutralised_positions_make_the_logits_blind_to_position_ids():
 
 # ------------------------------------------------------------------ one rule for records and --model
 
-SAME_ARCHITECTURES = ("lm_bamba", "lm_llama_dynamic")
+SAME_ARCHITECTURES = ("lm_bamba", "lm_llama_dynamic", "lm_phi3_longrope", "lm_gpt2", "lm_mpt")
 
 
 @needs_transformers
@@ -220,7 +220,7 @@ def test_a_record_and_model_on_one_architecture_give_the_same_cells(tmp_path):
         def build(name):
             config_class, arguments, _ = {**_configs(), **_unusual_configs()}[name]
             config = getattr(transformers, config_class)(**arguments)
-            return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+            return AutoModelForCausalLM.from_config(config)  # the attention the records use: the default
     ''') + "".join(f"\n\ndef {name}():\n    return build({name!r})\n" for name in SAME_ARCHITECTURES)
     (tmp_path / "same.py").write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
