@@ -87,3 +87,14 @@ def test_a_negative_position_is_blamed_only_where_the_rotation_holds_at_the_othe
     wrapped[:, 2] = posenc.RotaryEmbedding(s.SPEC_CONFIG.head_dim)(x, torch.tensor([0, 1, 2046, 3]))[:, 2]
     assert check(right) is None and check(other) is None
     assert check(wrapped).startswith("not R_p x at p = [0, 1, -2, 3]")
+
+
+def test_a_wrong_rotation_shows_once_on_rope_1():
+    from posenc.harness.verdicts import primary
+
+    def outcome(claim):
+        return {"claim": claim, "encoder": "e", "test_id": f"t[{claim}-float32]", "state": FAIL, "message": ""}
+
+    found = primary.consequences([outcome("ROPE-1"), outcome("ROPE-8")], roles={})
+    assert found == {("ROPE-8", "e"): ("ROPE-1", primary.ROTATION_RULE)}
+    assert primary.consequences([outcome("ROPE-8")], roles={}) == {}  # alone, ROPE-8 is primary

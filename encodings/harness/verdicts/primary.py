@@ -8,6 +8,9 @@ its failing cells, by the rules ``docs/reference/states.md`` writes down.
   made about this design) on an encoder with a failing verdict cell is a consequence of the first
   such verdict cell, in the catalogue's order.
 
+* **A wrong rotation is ROPE-1's.** ROPE-1 states the rotation in both its forms (the 2 × 2
+  matrix and the complex multiplication); a failing ROPE-8 beside a failing ROPE-1 is its
+  consequence, whatever the rotation got wrong (θ, pairing, sign, the rotated pairs).
 * **An input changed in place is the contract's.** On an encoder whose contract cell fails
   because it modified its input in place, every other failing cell is a consequence of the
   contract: the specs reuse their inputs after a call, so they read values it overwrote.
@@ -27,6 +30,7 @@ from ..catalogue.states import State
 HALF = re.compile(r"[\[-](b?float16)[\]-]")
 HALF_RULE = "seen only in half precision, where ROPE-11 fails, while float32 holds"
 CROSS_CHECK_RULE = "a cross-check of a claim not made about this design, beside a failing verdict"
+ROTATION_RULE = "ROPE-1 states the rotation in both forms: a wrong rotation shows once, on ROPE-1"
 IN_PLACE_RULE = "the encoder modifies its input in place: a spec that reuses an input after a call reads what it wrote"
 #: The contract's message for an input changed in place (specs/test_contract.py).
 IN_PLACE = "the input was modified in place"
@@ -53,6 +57,8 @@ def consequences(outcomes, roles: dict | None) -> dict[tuple[str, str], tuple[st
                 held_elsewhere = any(_state(o) == State.HOLDS and not HALF.search(_field(o, "test_id")) for o in runs)
                 if claim != "ROPE-11" and held_elsewhere and all(HALF.search(_field(o, "test_id")) for o in failed):
                     found[(claim, encoder)] = ("ROPE-11", HALF_RULE)
+        if "ROPE-1" in failing and "ROPE-8" in failing and ("ROPE-8", encoder) not in found:
+            found[("ROPE-8", encoder)] = ("ROPE-1", ROTATION_RULE)
         role = (lambda claim: (roles or {}).get(claim, {}).get(encoder))
         verdicts = sorted((c for c in failing
                            if c != CONTRACT and role(c) != "cross-check" and (c, encoder) not in found),
