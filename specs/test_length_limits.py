@@ -8,7 +8,8 @@
   module's output on the same call, whatever came before: the same call, calls of ``max_len − 1``, ``max_len``,
   ``max_len + 1``, ``2·max_len`` and 4096 positions, a bf16 call of more than 256 positions, a
   call on another device, a call of the probe's own length 7 positions on (a cache keyed by the
-  length alone). Each probe (a call of length ``max_len − 1``, ``max_len`` or
+  length alone), and the same input three times with no positions (the check whose finding makes
+  other claims' violations ``depends on ROPE-9``). Each probe (a call of length ``max_len − 1``, ``max_len`` or
   ``max_len + 1``, and a short one far out) runs on its own module after its own history.
 * ROPE-10a (000 §4.2, 004 §1.1) and ROPE-11 (004 §10.2): ROPE-4 and ROPE-3 still hold at
   positions 10^2 … 10^6: the logits ``⟨f(q, P), f(k, P − δ)⟩`` equal the encoder's own
@@ -27,6 +28,7 @@ from hypothesis import example, given
 from specs import strategies as draws
 from specs import support as s
 from posenc.harness.catalogue.states import State
+from posenc.harness.references.contract import history_problem
 
 
 @pytest.mark.claim("ABS-2", kinds=("additive", "rotary"))
@@ -151,6 +153,11 @@ def _probes(record, device):
 
 @pytest.mark.claim("ROPE-9", kinds=("rotary",))
 def test_used_module_gives_the_fresh_result(record, dtype, device):
+    # the check that makes other claims' violations "depends on ROPE-9": where it finds a history
+    # (repeated calls without positions, the offset path), ROPE-9 fails here, once
+    problem = history_problem(record, device)
+    if problem is not None:
+        s.violated(problem, probe="the same input three times, no positions")
     tol = record.tolerance(dtype)
     for probe, positions in _probes(record, device):
         x = s.randn(s.input_shape(record, 1, len(positions)), seed=len(positions), dtype=dtype, device=device)
