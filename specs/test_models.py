@@ -295,6 +295,10 @@ def _blame(relation, record, device, regime, violation):
         evidence = {"the model's positions": "no rotary module or position table, and a position id moved far "
                                              "moves none of its logits"}
         probe, reached = "the model reads no positions", []
+    elif not fresh.traits.takes_position_ids and fresh.traits.positions != "alibi":
+        evidence = {"the model's positions": "no rotary module, position table or ALiBi, and it takes no position "
+                                             "ids: nothing in it reads a position"}
+        probe, reached = "the model has no position code", []
     else:
         return
     blame = "the model, not its positions"

@@ -237,3 +237,48 @@ def test_a_record_and_model_on_one_architecture_give_the_same_cells(tmp_path):
             rows[how] = {claim: row.get(name, row.get(f"model_{name}")) for claim, row in verdicts["matrix"].items()
                          if claim.startswith("MODEL-") or claim == "contract"}
         assert rows["record"] == rows["--model"], (name, rows)
+
+
+MAMBA = textwrap.dedent('''
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+
+    def mamba():
+        config = transformers.MambaConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, state_size=8,
+                                          initializer_range=0.2)
+        return AutoModelForCausalLM.from_config(config)
+''')
+
+
+@needs_transformers
+def test_a_model_with_no_position_code_has_its_failures_labelled_not_positional(tmp_path):
+    """Mamba has no rotary, no table, no ALiBi and takes no position ids: its decode with a mask that
+    covers the cache (which it does not trim) fails, and the failure is the model's, never the positions'."""
+    verdicts = _run(tmp_path, "mamba", "-k", "decoding", source=MAMBA, file="mamba.py")
+    failed = [o for o in verdicts["outcomes"] if o["state"] == State.UNEXPECTEDLY_FAILING]
+    assert failed, _cells(verdicts, "model_mamba")
+    assert all(o["blame"] and "not positional" in o["message"]
+               for o in failed), [(o["blame"], o["message"][:300]) for o in failed]
+
+
+@needs_transformers
+def test_position_tables_are_read_by_what_they_are():
+    """CTRL keeps its sinusoid in a buffer and OpenAI GPT names its table ``positions_embed``: both
+    absolute. RoFormer's sinusoidal table feeds a rotary: relative."""
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    from posenc.harness.whole_models.models import traits_of
+
+    transformers.logging.set_verbosity_error()
+    built = {
+        "CTRLConfig": dict(n_embd=64, n_layer=2, n_head=4, dff=128, n_positions=64),
+        "OpenAIGPTConfig": dict(n_embd=64, n_layer=2, n_head=4, n_positions=64),
+        "RoFormerConfig": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                               is_decoder=True, max_position_embeddings=64),
+    }
+    read = {name: traits_of(AutoModelForCausalLM.from_config(getattr(transformers, name)(vocab_size=128, **kw))).positions
+            for name, kw in built.items()}
+    assert read == {"CTRLConfig": "absolute", "OpenAIGPTConfig": "absolute", "RoFormerConfig": "relative"}, read

@@ -286,7 +286,10 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES
         alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
             or type(model).__name__.startswith("Bloom")
-        absolute = any(_absolute_table(n, m) for n, m in model.named_modules())
+        absolute = any(_absolute_table(n, m) for n, m in model.named_modules()) or any(
+            n.endswith("pos_encoding") for n, _ in model.named_buffers())  # CTRL keeps its sinusoid as a buffer
+        if getattr(config, "rotary_value", None) is not None:  # RoFormer: its sinusoidal table feeds a rotary
+            absolute = False
         found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
         # transformers tells packed documents by position ids that restart (masking_utils)
@@ -321,7 +324,7 @@ def _absolute_table(name: str, module: nn.Module) -> bool:
     kind = type(module).__name__
     if "Rotary" in kind or "RoPE" in kind or "Rope" in kind:
         return False
-    named = name.endswith(("wpe", "embed_positions", "position_embeddings"))
+    named = name.endswith(("wpe", "embed_positions", "position_embeddings", "positions_embed"))
     return (named and (isinstance(module, nn.Embedding) or "Embedding" in kind)) or bool(ABSOLUTE_CLASS.search(kind))
 
 
