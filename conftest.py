@@ -25,8 +25,8 @@ _COMMON = dict(deadline=None, print_blob=True, report_multiple_bugs=False,
                suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=10, derandomize=True, **_COMMON)
 settings.register_profile("ci", parent=settings.get_profile("dev"))
-settings.register_profile("explore", max_examples=10, **_COMMON)
-settings.register_profile("thorough", max_examples=1000, **_COMMON)
+settings.register_profile("explore", max_examples=10, derandomize=False, **_COMMON)
+settings.register_profile("thorough", max_examples=1000, derandomize=False, **_COMMON)
 settings.register_profile("triage", parent=settings.get_profile("ci"),
                           phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.register_profile("explicit", parent=settings.get_profile("ci"), phases=[Phase.explicit])
