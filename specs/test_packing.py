@@ -83,15 +83,20 @@ def _located(documents, tokens, order):
     return found
 
 
+def _located_or_undecided(documents, tokens, order):
+    """:func:`_located`, or the spec ends undecided: where documents cannot be found, PACK-4 judges."""
+    located = _located(documents, tokens, order)
+    if located is None:
+        s.undecided(f"documents packed in the order {list(order)} cannot be found in the row by their tokens: "
+                    "PACK-4 judges that")
+    return located
+
+
 @pytest.mark.claim("PACK-1", kinds=("producer",), requires=_packs)
 def test_each_documents_ids_are_its_own(record):
     for order in ORDERS:
         documents, _, tokens, ids = _packed(record, order)
-        located = _located(documents, tokens, order)
-        if located is None:
-            s.undecided(f"documents packed in the order {list(order)} cannot be found in the row by their tokens: "
-                        "PACK-4 judges that")
-        for d, at in located:
+        for d, at in _located_or_undecided(documents, tokens, order):
             own = _own_ids(record, documents[d])
             got = ids[:, at:at + LENGTHS[d]]
             if tuple(got.shape) != tuple(own.shape):
@@ -107,11 +112,7 @@ def test_each_documents_ids_are_its_own(record):
 def test_the_declared_boundaries_agree_with_the_documents(record):
     for order in ORDERS:
         documents, batch, tokens, _ = _packed(record, order)
-        located = _located(documents, tokens, order)
-        if located is None:
-            s.undecided(f"documents packed in the order {list(order)} cannot be found in the row by their tokens: "
-                        "PACK-4 judges that")
-        located = sorted(located, key=lambda found: found[1])  # as they sit in the row
+        located = sorted(_located_or_undecided(documents, tokens, order), key=lambda found: found[1])  # as in the row
         offsets = [*(at for _, at in located), located[-1][1] + LENGTHS[located[-1][0]]]
         if "cu_seq_lens" in record.producer.boundaries:
             cu = torch.as_tensor(batch["cu_seq_lens"]).reshape(-1).tolist()
