@@ -282,3 +282,25 @@ def test_position_tables_are_read_by_what_they_are():
     read = {name: traits_of(AutoModelForCausalLM.from_config(getattr(transformers, name)(vocab_size=128, **kw))).positions
             for name, kw in built.items()}
     assert read == {"CTRLConfig": "absolute", "OpenAIGPTConfig": "absolute", "RoFormerConfig": "relative"}, read
+
+
+OPENAI_GPT = textwrap.dedent('''
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+
+    def openai_gpt():
+        config = transformers.OpenAIGPTConfig(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+        return AutoModelForCausalLM.from_config(config)
+''')
+
+
+@needs_transformers
+def test_a_model_whose_kwargs_would_swallow_a_cache_is_one_that_takes_none(tmp_path):
+    """OpenAI GPT keeps no cache and its ``**kwargs`` take any: it is not handed one as if it kept its
+    state in its modules (which crashed every call with a mask longer than its token), it is said to
+    return none."""
+    verdicts = _run(tmp_path, "openai_gpt", "-k", "answers_logits", source=OPENAI_GPT, file="openai_gpt.py")
+    said = " ".join(o["message"] for o in _outcomes(verdicts, "contract"))
+    assert "returns no cache" in said and "must match" not in said and "Expected size" not in said, said

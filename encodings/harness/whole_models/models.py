@@ -54,6 +54,8 @@ class HFCausalLM(ModelSubject):
         super().__init__(model, traits)
         parameters = inspect.signature(model.forward).parameters
         self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
+        #: Its forward names a cache (a ``**kwargs`` that would swallow one is no cache: OpenAI GPT).
+        self.takes_cache = self.cache_argument in parameters
         self.takes_position_ids = "position_ids" in parameters
         #: The model returns no cache (its state in its modules): the harness keeps the one it passes.
         self.caller_keeps_cache = False
@@ -94,7 +96,7 @@ class HFCausalLM(ModelSubject):
         if returned is None and arguments["use_cache"]:
             if self.cache_argument in arguments:
                 return out.logits, arguments[self.cache_argument]
-            if not self.caller_keeps_cache:
+            if not self.caller_keeps_cache and self.takes_cache:
                 self.caller_keeps_cache = True  # found on its first call: answer it again, the cache kept
                 try:
                     return self._answer(arguments, None)
