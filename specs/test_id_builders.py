@@ -29,7 +29,6 @@ import pytest
 import torch
 
 from posenc.harness.references import position_ids as P
-from posenc.harness.references.protocols import build_subject
 from specs import support as s
 
 IMAGE_WIDE = P.Span(P.IMAGE, grid=(1, 4, 6))
@@ -67,9 +66,6 @@ def _rows(record) -> dict:
     return {name: spans for name, spans in ROWS.items()
             if record.producer.time is not None or all(sp.kind != P.VIDEO for sp in spans)}
 
-
-def _producer(record):
-    return build_subject(record, **s.SPEC_CONFIG.__dict__)
 
 
 def _call(builder, record, rows: list[list[P.Span]], what: str, pad_to=None):
@@ -110,7 +106,7 @@ def _start(ids, kind, at) -> int:
 
 @pytest.mark.claim("IDS-1", kinds=("producer",), requires=_builds)
 def test_text_has_one_id_on_every_axis_counting_by_one(record):
-    builder = _producer(record)
+    builder = s.build(record)
     for name in _rows(record):
         ids, _, tokens = _row(builder, record, name)
         for k, token in enumerate(tokens):
@@ -128,7 +124,7 @@ def test_text_has_one_id_on_every_axis_counting_by_one(record):
 
 @pytest.mark.claim("IDS-2", kinds=("producer",), requires=_builds)
 def test_a_picture_sits_at_one_time_on_its_grids_rows_and_columns(record):
-    builder = _producer(record)
+    builder = s.build(record)
     for name in _rows(record):
         ids, _, tokens = _row(builder, record, name)
         for block, kind, at in _blocks(tokens):
@@ -149,7 +145,7 @@ def test_a_picture_sits_at_one_time_on_its_grids_rows_and_columns(record):
 
 @pytest.mark.claim("IDS-3", kinds=("producer",), requires=_builds)
 def test_a_block_after_another_starts_at_its_largest_id_plus_one(record):
-    builder = _producer(record)
+    builder = s.build(record)
     for name in _rows(record):
         ids, _, tokens = _row(builder, record, name)
         blocks = _blocks(tokens)
@@ -165,7 +161,7 @@ def test_a_block_after_another_starts_at_its_largest_id_plus_one(record):
 
 @pytest.mark.claim("IDS-4", kinds=("producer",), requires=_videos)
 def test_a_videos_time_ids_follow_its_declared_unit(record):
-    builder, traits = _producer(record), record.producer
+    builder, traits = s.build(record), record.producer
     for name, spans in _rows(record).items():
         ids, _, tokens = _row(builder, record, name)
         videos = iter(sp for sp in P.as_called(spans, traits.time == "split") if sp.kind == P.VIDEO)
@@ -191,7 +187,7 @@ def test_a_videos_time_ids_follow_its_declared_unit(record):
 
 @pytest.mark.claim("IDS-5", kinds=("producer",), requires=_builds)
 def test_each_row_of_a_padded_batch_gets_its_ids_alone(record):
-    builder = _producer(record)
+    builder = s.build(record)
     names = [n for n in ("picture", "text", "video", "two pictures") if n in _rows(record)]
     alone = {n: _row(builder, record, n) for n in names}
     width = max(ids.shape[1] for ids, _, _ in alone.values()) + 2  # every row padded, the longest too
@@ -210,7 +206,7 @@ def test_each_row_of_a_padded_batch_gets_its_ids_alone(record):
 
 @pytest.mark.claim("IDS-6", kinds=("producer",), requires=_builds)
 def test_the_delta_continues_the_row(record):
-    builder, more = _producer(record), 3
+    builder, more = s.build(record), 3
     for name, spans in _rows(record).items():
         ids, delta, _ = _row(builder, record, name)
         length = ids.shape[1]
@@ -227,7 +223,7 @@ def test_the_delta_continues_the_row(record):
 
 @pytest.mark.claim("IDS-7", kinds=("producer",), requires=lambda r: r.producer.protocol == "vision_grid")
 def test_a_vision_towers_grid_ids_come_in_merge_blocks(record):
-    grid = _producer(record)
+    grid = s.build(record)
     merge, start = record.producer.merge, 0
     got = torch.as_tensor(grid(torch.tensor(GRIDS)))
     expected = torch.cat([P.grid_ids(g, merge) for g in GRIDS])

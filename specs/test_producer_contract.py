@@ -11,7 +11,6 @@ import torch
 
 from posenc.harness.catalogue.claims import CONTRACT
 from posenc.harness.references import position_ids as P
-from posenc.harness.references.protocols import build_subject
 from specs import support as s
 
 ROW = [P.Span(P.TEXT, 3), P.Span(P.IMAGE, grid=(1, 4, 4)), P.Span(P.TEXT, 2)]
@@ -27,7 +26,7 @@ def _integer(what: str, value, shape: tuple) -> None:
 
 
 def _answers(record):
-    producer, traits = build_subject(record, **s.SPEC_CONFIG.__dict__), record.producer
+    producer, traits = s.build(record), record.producer
     if traits.protocol == "mrope_ids":
         called = P.builder_inputs([ROW, ROW], traits)
         answer = producer(**called)

@@ -20,7 +20,6 @@ import pytest
 import torch
 
 from posenc.harness.references import position_ids as P
-from posenc.harness.references.protocols import build_subject
 from specs import support as s
 
 LENGTH = 24
@@ -37,13 +36,13 @@ def _sequences(record) -> dict[str, dict]:
     out = {"1D": {"input_ids": tokens, "position_ids": (START + torch.arange(LENGTH)).unsqueeze(0)}}
     if record.producer.axes == 3:
         spans = [P.Span(P.TEXT, 4), P.Span(P.IMAGE, grid=(1, 4, 6)), P.Span(P.TEXT, 14)]
-        out["3D"] = {"input_ids": tokens, "position_ids": P.mrope_row(spans, merge=2)[0].unsqueeze(1)}
+        out["3D"] = {"input_ids": tokens, "position_ids": P.row_ids(spans, merge=2)[0].unsqueeze(1)}
     return out
 
 
 def _each_rank(record):
     """``(name, sequence, world, [each rank's answer])`` for every sequence and world size."""
-    shard = build_subject(record, **s.SPEC_CONFIG.__dict__)
+    shard = s.build(record)
     for name, sequence in _sequences(record).items():
         for world in WORLDS:
             answers = [shard({k: v.clone() for k, v in sequence.items()}, rank, world) for rank in range(world)]

@@ -1,27 +1,24 @@
-"""Exact references for the code that makes position ids: ids are integers, so every reference
-here is exact and a verdict needs no tolerance.
+"""What the specs of the code that makes position ids call and compare with. Ids are integers,
+so every comparison is exact.
 
-* **Multi-axis ids** (M-RoPE, Qwen2-VL §2.1; Qwen2.5-VL §2.1.3): a text token has one id on every
-  axis, one more than the last; a picture's merged ``h × w`` grid sits at one time id ``s`` with
-  rows ``s + i`` and columns ``s + j``; a video's frame ``f`` has time id ``s + τ(f)``, with
-  ``τ(f) = f`` (frames) or ``⌊f · seconds_per_grid · tokens_per_second⌋`` (seconds); text after a
-  picture or a video resumes at the block's largest id on any axis plus one. A row's delta is its
-  largest id + 1 − its length (decoding continues at ``cache position + delta``).
-* **Vision-tower grid ids**: a ``t × h × w`` patch grid with spatial merge ``m`` lists its patches
-  block by block (``m × m`` blocks in row-major order, row-major inside each), each as ``(row, col)``,
-  the same for every frame.
-* **Packing**: documents concatenated in order; positions ``0 … len − 1`` in each;
-  ``cu_seq_lens`` the cumulative lengths from 0; ``seq_idx`` the document's index per token.
-* **Context-parallel shards**: the token indices a rank holds under contiguous, head-tail
-  (zigzag: chunk ``r`` and chunk ``2W − 1 − r`` of ``2W``) and round-robin layouts.
+* **Rows of text, pictures and videos** (:class:`Span`), handed to an id builder as the ecosystem
+  calls one (:func:`builder_inputs`), with what each token is (:func:`tokens_of`); the papers' ids
+  of a row (M-RoPE, Qwen2-VL §2.1; Qwen2.5-VL §2.1.3) come from
+  ``posenc.encoders.mrope_positions``, the harness's reference for the vision-language relations
+  too (:func:`row_ids`, :func:`time_steps`).
+* **Vision-tower grid ids** (:func:`grid_ids`): a ``t × h × w`` patch grid with spatial merge ``m``
+  lists its patches block by block (``m × m`` blocks in row-major order, row-major inside each),
+  each as ``(row, col)``, the same for every frame; written as loops, apart from the built-in
+  producer's reshapes.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
+
+from ...encoders.mrope_positions import Text, Vision, mrope_positions
 
 TEXT, IMAGE, VIDEO = 0, 1, 2
 
@@ -42,43 +39,17 @@ class Span:
         return t * (h // merge) * (w // merge)
 
 
+def row_ids(spans: list[Span], merge: int, time: str = "frames", tokens_per_second: float = 1.0):
+    """``(ids (3, L), delta)`` of one row of ``spans``, by the papers' rule."""
+    segments = [Text(sp.length) if sp.kind == TEXT else
+                Vision(sp.grid[0], sp.grid[1] // merge, sp.grid[2] // merge, sp.seconds_per_grid) for sp in spans]
+    return mrope_positions(segments, time=time, ids_per_second=tokens_per_second)
+
+
 def time_steps(frames: int, time: str, seconds_per_grid: float = 1.0, tokens_per_second: float = 1.0) -> list[int]:
     """A video's time id offsets per frame: ``f`` (frames) or ``⌊f · seconds · tokens per second⌋``."""
-    if time == "seconds":
-        return [math.floor(f * seconds_per_grid * tokens_per_second + 1e-9) for f in range(frames)]
-    return list(range(frames))
-
-
-def vision_block(start: int, grid, merge: int, steps: list[int]) -> torch.Tensor:
-    """``(3, t·h'·w')`` ids of one picture or video at ``start``: time, row, column."""
-    t, h, w = grid
-    rows, cols = h // merge, w // merge
-    ids = torch.empty(3, t * rows * cols, dtype=torch.long)
-    k = 0
-    for f in range(t):
-        for i in range(rows):
-            for j in range(cols):
-                ids[:, k] = torch.tensor([start + steps[f], start + i, start + j])
-                k += 1
-    return ids
-
-
-def mrope_row(spans: list[Span], merge: int, time: str = "frames", tokens_per_second: float = 1.0):
-    """``(ids (3, L), delta)`` of one row of ``spans``, by the papers' rule."""
-    pieces, current = [], 0
-    for span in spans:
-        if span.kind == TEXT:
-            block = torch.arange(current, current + span.length).expand(3, -1)
-        else:
-            frames = span.grid[0]
-            steps = time_steps(frames, time, span.seconds_per_grid, tokens_per_second) if span.kind == VIDEO \
-                else [0] * frames
-            block = vision_block(current, span.grid, merge, steps)
-        pieces.append(block)
-        if block.numel():
-            current = int(block.max()) + 1
-    ids = torch.cat(pieces, dim=1) if pieces else torch.zeros(3, 0, dtype=torch.long)
-    return ids, (int(ids.max()) + 1 - ids.shape[1]) if ids.numel() else 0
+    ids, _ = mrope_positions([Vision(frames, 1, 1, seconds_per_grid)], time=time, ids_per_second=tokens_per_second)
+    return ids[0].tolist()
 
 
 def grid_ids(grid, merge: int) -> torch.Tensor:
@@ -92,32 +63,6 @@ def grid_ids(grid, merge: int) -> torch.Tensor:
                     for c in range(merge):
                         out.append((bi * merge + r, bj * merge + c))
     return torch.tensor(out, dtype=torch.long).reshape(-1, 2)
-
-
-def packed(lengths: list[int]) -> dict[str, torch.Tensor]:
-    """The positions and boundaries of documents of ``lengths`` packed in one row."""
-    positions = torch.cat([torch.arange(n) for n in lengths]) if lengths else torch.zeros(0, dtype=torch.long)
-    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.long)
-    seq_idx = torch.cat([torch.full((n,), d) for d, n in enumerate(lengths)]) if lengths else positions
-    return {"position_ids": positions, "cu_seq_lens": cu, "seq_idx": seq_idx}
-
-
-LAYOUTS = ("contiguous", "head_tail", "round_robin")
-
-
-def shard_indices(length: int, world: int, rank: int, layout: str) -> torch.Tensor:
-    """The token indices rank ``rank`` of ``world`` holds under ``layout``."""
-    if layout == "contiguous":
-        size = length // world
-        return torch.arange(rank * size, (rank + 1) * size)
-    if layout == "head_tail":
-        size = length // (2 * world)
-        head = torch.arange(rank * size, (rank + 1) * size)
-        tail = torch.arange((2 * world - 1 - rank) * size, (2 * world - rank) * size)
-        return torch.cat([head, tail])
-    if layout == "round_robin":
-        return torch.arange(rank, length, world)
-    raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
 
 
 # ---------------------------------------------------------------- calling an id builder

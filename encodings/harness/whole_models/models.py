@@ -317,7 +317,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
 
 
 #: A module of absolute positions, by its class name (OPT's learned, XGLM's sinusoidal table).
-ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding(?!.*Rotary)")
+ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding")
 
 
 def _absolute_table(name: str, module: nn.Module) -> bool:
