@@ -301,6 +301,9 @@ def test_a_model_whose_kwargs_would_swallow_a_cache_is_one_that_takes_none(tmp_p
     """OpenAI GPT keeps no cache and its ``**kwargs`` take any: it is not handed one as if it kept its
     state in its modules (which crashed every call with a mask longer than its token), it is said to
     return none."""
-    verdicts = _run(tmp_path, "openai_gpt", "-k", "answers_logits", source=OPENAI_GPT, file="openai_gpt.py")
-    said = " ".join(o["message"] for o in _outcomes(verdicts, "contract"))
+    verdicts = _run(tmp_path, "openai_gpt", "-k", "answers_logits or decoding_matches",
+                    source=OPENAI_GPT, file="openai_gpt.py")
+    said = " ".join(o["message"] for o in _outcomes(verdicts, "MODEL-2"))
     assert "returns no cache" in said and "must match" not in said and "Expected size" not in said, said
+    assert {State(o["state"]) for o in _outcomes(verdicts, "contract")} == {State.HOLDS}, verdicts["outcomes"]
+    assert {State(o["state"]) for o in _outcomes(verdicts, "MODEL-2")} == {State.EXCLUDED}, verdicts["outcomes"]

@@ -23,7 +23,7 @@ import torch
 
 from . import isolation
 from ..catalogue.claims import CONTRACT, HISTORY_CLAIM, ClaimViolation
-from ..references.contract import Blocked, DependsOnHistory, SpecTimeout, contract_problem, history_problem
+from ..references.contract import Blocked, DependsOnHistory, Excluded, SpecTimeout, contract_problem, history_problem
 from .parametrization import SpecCase
 
 
@@ -60,12 +60,15 @@ def block_if_unjudgeable(case: SpecCase, timed_out: dict[str, str], device: str)
     if record.name in timed_out:
         raise Blocked(f"blocked: {record.name} timed out in {timed_out[record.name]}; its remaining specs are not run")
     if case.claim != CONTRACT and record.kind != "producer":  # a producer's contract is its protocol's answer
-        from ..references.contract import model_problem  # a whole model's contract: its logits' shape, its cache
+        from ..references.contract import model_not_applicable, model_problem  # its logits' shape, its cache
 
         problem = model_problem(record, case.claim, device) if record.kind == "model" else \
             contract_problem(record, case.dtype, device)
         if problem:
             raise Blocked(f"blocked by the contract: {problem}")
+        missing = model_not_applicable(record, case.claim, device) if record.kind == "model" else None
+        if missing:
+            raise Excluded(f"not applicable: {missing}")
 
 
 @contextmanager

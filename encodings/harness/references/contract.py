@@ -20,8 +20,9 @@ count: entries non-finite in every call are the contract's to report.
 A whole model (``kind="model"``) has a contract of its own (:func:`model_problem`, probed once per
 model and device): a call on two rows of tokens answers logits of shape (rows, tokens, vocabulary)
 and a cache with which one token more answers (rows, 1, vocabulary). Logits of another shape block
-every relation of the model; no cache (a bare tensor, or None) blocks those that continue a
-sequence (:data:`CACHED_RELATIONS`). The model's ``contract`` row says why.
+every relation of the model (the ``contract`` row says why). A model that returns no cache (a bare
+tensor, or None) keeps a convention the harness cannot continue: the relations that continue a
+sequence (:data:`CACHED_RELATIONS`) are ``n/a`` on it, with that reason (:func:`model_not_applicable`).
 """
 
 from __future__ import annotations
@@ -150,14 +151,24 @@ _MODEL_PROBES: dict[tuple[str, str], tuple[str | None, str | None]] = {}
 
 
 def model_problem(record: EncoderRecord, claim: str, device: str) -> str | None:
-    """Why ``claim`` cannot be judged on the whole model ``record``: logits of the wrong shape (any
-    claim), or no cache (:data:`CACHED_RELATIONS`); None where it can, or where the model cannot be
-    called (the specs report that). Probed once per model and device."""
+    """Why no relation can be judged on the whole model ``record``: logits of the wrong shape; None
+    where they can, or where the model cannot be called (the specs report that). Probed once per
+    model and device."""
+    return _model_probe(record, device)[0]
+
+
+def model_not_applicable(record: EncoderRecord, claim: str, device: str) -> str | None:
+    """Why ``claim`` does not apply to the model ``record`` as it is called: it returns no cache, and
+    ``claim`` continues a sequence (:data:`CACHED_RELATIONS`); None where it applies."""
+    shape, cache = _model_probe(record, device)
+    return cache if claim in CACHED_RELATIONS and not shape else None
+
+
+def _model_probe(record: EncoderRecord, device: str) -> tuple[str | None, str | None]:
     key = (record.name, device)
     if key not in _MODEL_PROBES:
         _MODEL_PROBES[key] = _probe_model(record, device)
-    shape, cache = _MODEL_PROBES[key]
-    return shape or (cache if claim in CACHED_RELATIONS else None)
+    return _MODEL_PROBES[key]
 
 
 def _logits_shape_problem(name: str, logits, ids: torch.Tensor, vocab: int, call: str) -> str | None:
@@ -192,7 +203,8 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             if problem:
                 return problem, None
             if cache is None:
-                return None, f"{record.name} returns {model.missing_cache()}: its cached relations cannot run"
+                return None, (f"{record.name} returns {model.missing_cache()}: a relation that continues a sequence "
+                              "has no cache to continue it with")
             step, _ = model(ids[:, n:], **given(torch.full((rows, 1), n, device=device), n), cache=cache)
             return _logits_shape_problem(record.name, step, ids[:, n:], vocab,
                                          f"one token more with its cache, input ids {(rows, 1)}"), None
