@@ -174,30 +174,41 @@ class RotaryEmbeddingComplex(FrequencyModule):
         angles = rotation_angles(positions, self.inv_freq, adt)
         return torch.polar(torch.ones_like(angles), angles)
 
+    def _table(self, needed: int, adt: torch.dtype, device: torch.device) -> torch.Tensor | None:
+        """Phasors of positions ``[0, L)``, ``L ≥ needed`` (None past ``max_cache_len``)."""
+        key = (adt, device)
+        cache = self._phasor_cache.get(key)
+        if cache is None or cache.shape[0] < needed:
+            if needed > self.max_cache_len:
+                return None
+            length = max(self.initial_len, 1 << max(needed - 1, 0).bit_length())
+            length = min(length, self.max_cache_len)
+            with torch.no_grad():
+                cache = self._direct(torch.arange(length, device=device), adt)
+            self._phasor_cache[key] = cache
+        return cache
+
     def phasors(self, positions: torch.Tensor, adt: torch.dtype) -> torch.Tensor:
         if positions.is_floating_point():
             return self._direct(positions, adt)
         needed = int(positions.max()) + 1 if positions.numel() else 0
-        key = (adt, positions.device)
-        cache = self._phasor_cache.get(key)
-        if cache is None or cache.shape[0] < needed:
-            if needed > self.max_cache_len:
-                return self._direct(positions, adt)
-            length = max(self.initial_len, 1 << max(needed - 1, 0).bit_length())
-            length = min(length, self.max_cache_len)
-            with torch.no_grad():
-                table = torch.arange(length, device=positions.device)
-                cache = self._direct(table, adt)
-            self._phasor_cache[key] = cache
-        return cache[positions]
+        table = self._table(needed, adt, positions.device)
+        return self._direct(positions, adt) if table is None else table[positions]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
-                                angle_dtype=angle_dtype(x.dtype))
         adt = angle_dtype(x.dtype)
-        ph = self.phasors(pos, adt).unsqueeze(-2)  # (B|1, S, 1, d/2)
-        pairs = x.to(adt).reshape(*x.shape[:-1], self.head_dim // 2, 2).contiguous()
+        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device, angle_dtype=adt)
+        table = self._table(offset + x.shape[1], adt, x.device) if positions is None else None
+        # consecutive positions read a slice of the table (no gather): the same phasors, fewer kernels
+        ph = (table[offset:offset + x.shape[1]] if table is not None else self.phasors(pos, adt)).unsqueeze(-2)
+        # (…, d) floats seen as (…, d/2) complex, no copy; a dtype view has no autograd formula
+        if x.dtype == adt and x.is_contiguous() and x.storage_offset() % 2 == 0 \
+                and not (x.requires_grad and torch.is_grad_enabled()):
+            return (x.view(ph.dtype) * ph).view(adt)
+        pairs = x.to(adt).reshape(*x.shape[:-1], self.head_dim // 2, 2)
+        if not pairs.is_contiguous() or pairs.storage_offset() % 2:  # complex needs aligned pairs
+            pairs = pairs.clone(memory_format=torch.contiguous_format)
         out = torch.view_as_real(torch.view_as_complex(pairs) * ph)
         return out.flatten(-2).to(x.dtype)
 
