@@ -67,7 +67,7 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
     spread = stats.stats.iqr / stats.stats.median if stats is not None and stats.stats.median else 0.0
     # ×copy: the call and a copy of its minimum bytes, timed in alternation, so drift hits both
     paired = profiling.interleaved_medians({"call": work.call, "copy": profiling.copy_call(work.min_bytes, device)},
-                                           min_time=0.5)
+                                           min_time=profiling.PERF_LENGTHS[perf_session.length].copy_min_time)
     copy_seconds = paired["copy"]
     info = {
             "encoder": perf_record.name,

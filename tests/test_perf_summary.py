@@ -25,5 +25,8 @@ def test_a_perf_run_ends_with_the_posenc_tables_within_160_columns(tmp_path):
     posenc_tables = next(i for i, line in enumerate(lines) if "posenc performance" in line)
     scaling = next(i for i, line in enumerate(lines) if line.startswith("scaling: forward"))
     assert benchmark_tables < posenc_tables < scaling
+    assert lines[posenc_tables + 1].startswith("perf run: 2 benchmarks, "), lines[posenc_tables + 1]
+    groups = [i for i, line in enumerate(lines) if line.startswith("cpu forward: batch 1")]
+    assert groups and all(lines[i + 1].startswith("best ×copy: ") for i in groups), lines[posenc_tables:]
     rows = [line.split()[0] for line in lines[scaling + 2:] if line and not line.startswith(("=", " "))]
     assert rows[:2] == ["attention_rope", "rope_complex"] and len(rows) == 3 and rows[2][0].isdigit(), rows  # then only pytest's last line

@@ -130,9 +130,24 @@ requires_compiler = pytest.mark.skipif(not (shutil.which("g++") or shutil.which(
 def test_fused_rope_runs_compiled_and_launches_fewer_kernels():
     compiled = profiling.make_workload(get("rope_compiled"), seq=32, d_model=64, n_heads=4)
     eager = profiling.make_workload(get("rope_interleaved"), seq=32, d_model=64, n_heads=4)
-    assert compiled.module.backends == {("cpu", torch.float32): "inductor"}
+    assert compiled.module.backends == {("cpu", torch.float32): "inductor (static shapes)"}
     assert profiling.count_ops(compiled.call, "cpu")["kernel_count"] < \
         profiling.count_ops(eager.call, "cpu")["kernel_count"]
+
+
+@requires_compiler
+def test_the_perf_runs_static_graph_answers_as_the_specs_dynamic_one():
+    """The benchmark's graph (one per shape) and the specs' (one for every shape) are the same rotation."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, 3, 8, requires_grad=True)
+    dynamic, static = fused.CompiledRotaryEmbedding(8), fused.CompiledRotaryEmbedding(8)
+    static.static_shapes = True
+    y_d, y_s = dynamic(x), static(x)
+    assert (dynamic.backends, static.backends) == ({("cpu", torch.float32): "inductor"},
+                                                   {("cpu", torch.float32): "inductor (static shapes)"})
+    torch.testing.assert_close(y_s, y_d)  # float32's tolerance: the two kernels may vectorise differently
+    grad = torch.randn_like(y_d)
+    torch.testing.assert_close(torch.autograd.grad(y_s, x, grad)[0], torch.autograd.grad(y_d, x, grad)[0])
 
 
 @requires_compiler
@@ -239,9 +254,11 @@ def test_the_summary_table_names_the_peaks_source():
 
     row = {"group": "g", "encoder": "planted_scratch", "seconds": 1e-3, "peak_bytes": 33 * 2**20,
            "peak_op": "empty 32.00 MiB", "static_bytes": 0, "min_bytes": 10**6, "bandwidth_GBps": 1.0,
-           "roofline_ratio": 0.5, "op_count": 3, "kernel_count": 2, "top_ops": [("aten::fill_", 0.9)]}
-    _, group, header, line = summary_lines([row])
+           "roofline_ratio": 0.5, "op_count": 3, "kernel_count": 2, "top_ops": [("aten::fill_", 0.9)],
+           "copy_seconds": 5e-4, "copy_bandwidth_GBps": 2.0}
+    _, group, best, header, line = summary_lines([row])
     assert "peak by" in header and "empty 32.00 MiB" in line and len(line) <= 160
+    assert best == "best ×copy: planted_scratch 0.50, against a copy of its 1.00 MB in 0.500 ms (2.0 GB/s)"
 
 
 def _synthetic_trace():

@@ -14,7 +14,9 @@ Backward is the same kernel: ``∂L/∂x = R_mᵀ ∂L/∂y = R_{−m} ∂L/∂y
 is its inverse: ``sin`` negated), so one compiled graph per dtype serves forward and backward.
 
 Compilation happens once per (device type, dtype) on the first call; every size is dynamic
-(unbacked), so new batch, sequence, head or head-dim sizes reuse the graph. If compilation
+(unbacked), so new batch, sequence, head or head-dim sizes reuse the graph. That generic kernel
+is what the specs run. ``static_shapes = True`` (set by the perf run's workloads) compiles one graph
+per shape instead, specialised for the benchmark's sizes, as a model of fixed shapes would. If compilation
 fails (no C++ compiler, an unsupported platform), the module warns once, falls back to the
 eager rotation for that (device, dtype) and records it in
 :attr:`CompiledRotaryEmbedding.backends`; ``POSENC_FUSED_STRICT=1`` raises instead. Float
@@ -58,22 +60,24 @@ def _rotate_rows(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.stack((a * c - b * s, a * s + b * c), dim=-1).view(x.shape).to(x.dtype)
 
 
-_COMPILED: dict[tuple[str, torch.dtype], object] = {}
+_COMPILED: dict[tuple[str, torch.dtype, bool], object] = {}
 
 
-def _kernel(device_type: str, dtype: torch.dtype):
-    """One compiled function per (device type, dtype), each with its own code object and so
-    its own Dynamo cache and recompile budget."""
-    key = (device_type, dtype)
+def _kernel(device_type: str, dtype: torch.dtype, static: bool = False):
+    """One compiled function per (device type, dtype, static shapes), each with its own code object
+    and so its own Dynamo cache and recompile budget."""
+    key = (device_type, dtype, static)
     if key not in _COMPILED:
-        code = _rotate_rows.__code__.replace(co_name=f"_rotate_rows_{device_type}_{str(dtype)[6:]}")
+        name = f"_rotate_rows_{device_type}_{str(dtype)[6:]}{'_static' if static else ''}"
+        code = _rotate_rows.__code__.replace(co_name=name)
         function = types.FunctionType(code, _rotate_rows.__globals__, code.co_name)
-        _COMPILED[key] = torch.compile(function, dynamic=True, fullgraph=True, options=_INDUCTOR_OPTIONS)
+        _COMPILED[key] = torch.compile(function, dynamic=not static, fullgraph=True, options=_INDUCTOR_OPTIONS)
     return _COMPILED[key]
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``x`` (B, S, H, D), ``cos``/``sin`` (B|1, S, D/2): flattened to token rows so that one graph fits every shape."""
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, static: bool = False) -> torch.Tensor:
+    """``x`` (B, S, H, D), ``cos``/``sin`` (B|1, S, D/2): flattened to token rows so that one graph
+    fits every shape (``static``: one graph per shape)."""
     import torch.fx.experimental._config as fx_config
 
     batch, seq, heads, dim = x.shape
@@ -81,6 +85,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     rows = x.reshape(batch * seq, heads, dim).contiguous().detach()
     cos, sin = (t.expand(batch, seq, dim // 2).reshape(batch * seq, dim // 2).contiguous().detach()
                 for t in (cos, sin))
+    if static:
+        return _kernel(x.device.type, x.dtype, True)(rows, cos, sin).view(batch, seq, heads, dim)
     for tensor in (rows, cos, sin):
         for d in range(tensor.dim()):  # unbacked: no specialisation on any size (1, 2, equal sizes, …)
             torch._dynamo.decorators.mark_unbacked(tensor, d)
@@ -91,15 +97,16 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 class _FusedRotation(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, cos, sin):
+    def forward(ctx, x, cos, sin, static=False):
         ctx.save_for_backward(cos, sin)
-        return _rotate(x, cos, sin)
+        ctx.static = static
+        return _rotate(x, cos, sin, static)
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
         # R_mᵀ = R_{−m}: the same kernel with sin negated; through apply, so double backward works too.
-        return _FusedRotation.apply(grad, cos, -sin), None, None
+        return _FusedRotation.apply(grad, cos, -sin, ctx.static), None, None, None
 
 
 class CompiledRotaryEmbedding(RotaryEmbedding):
@@ -112,15 +119,16 @@ class CompiledRotaryEmbedding(RotaryEmbedding):
     def __init__(self, head_dim: int, *, base: float = 10000.0, compile: bool = True):
         super().__init__(head_dim, base=base, layout="interleaved")
         self.compile_enabled = compile
+        self.static_shapes = False  # True: one graph per shape (the perf run), not one for every shape
         self.backends: dict[tuple[str, torch.dtype], str] = {}
 
     def _fused(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor | None:
         key = (x.device.type, x.dtype)
-        if self.backends.get(key, "inductor") != "inductor":
+        if not self.backends.get(key, "inductor").startswith("inductor"):
             return None
         cos, sin = self.cos_sin(pos, angle_dtype(x.dtype))  # (B|1, S, D/2), as the eager module forms them
         try:
-            out = _FusedRotation.apply(x, cos, sin)
+            out = _FusedRotation.apply(x, cos, sin, self.static_shapes)
         except Exception as error:  # noqa: BLE001 - any compiler failure means: use eager
             if strict_compilation():
                 raise
@@ -130,7 +138,7 @@ class CompiledRotaryEmbedding(RotaryEmbedding):
             warnings.warn(f"CompiledRotaryEmbedding: torch.compile failed for {key}, using eager RoPE: {reason}",
                           RuntimeWarning, stacklevel=3)
             return None
-        self.backends[key] = "inductor"
+        self.backends[key] = "inductor (static shapes)" if self.static_shapes else "inductor"
         return out
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):

@@ -63,9 +63,9 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(settings.perf_threads)
-    benchmark_gates.narrow_benchmark_tables(config)
+    benchmark_gates.configure_benchmarks(config, settings.perf_length)
     perf = run.PerfSession(chosen.records, settings.device, settings.perf_devices, settings.profile_run_dir,
-                           settings.perf_compare, settings.perf_gates)
+                           settings.perf_compare, settings.perf_gates, length=settings.perf_length)
     config.stash[_STATE] = state = run.HarnessState(settings, chosen.records, chosen.identified, perf,
                                                     Matrix(chosen.records), reports.new_run_id(), reports.now())
     process.tune()

@@ -36,6 +36,20 @@ from ..catalogue.records import BuildConfig, EncoderRecord
 DOC_SEQ, DOC_D_MODEL, DOC_HEADS = 512, 768, 12
 
 
+@dataclass(frozen=True)
+class PerfLength:
+    """How long each benchmark times: pytest-benchmark's rounds (``--benchmark-max-time``) and the
+    same-run copy paired with the call (:func:`interleaved_samples`' ``min_time``)."""
+
+    benchmark_max_time: float
+    copy_min_time: float
+
+
+#: ``--perf-length``: ``short`` bounds the rounds, which moves no ratio beyond its noise
+#: (``python -m posenc perf-benchmark`` measures both); ``full`` is pytest-benchmark's own length.
+PERF_LENGTHS = {"short": PerfLength(0.15, 0.15), "full": PerfLength(1.0, 0.5)}
+
+
 def synchronize(device: str | torch.device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
@@ -90,6 +104,9 @@ def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, 
                   backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2) -> Workload:
     """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its bytes."""
     module = build_subject(record, dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
+    for part in module.modules():  # a compiled encoder is timed as fixed shapes compile it (fused.py)
+        if hasattr(part, "static_shapes"):
+            part.static_shapes = True
     generator = torch.Generator(device="cpu").manual_seed(seed)
     shape = record.input_shape(batch, seq, BuildConfig(d_model=d_model, n_heads=n_heads))
     count = 2 if record.kind == "rotary" else 1  # rotary: q and k

@@ -7,16 +7,23 @@ start-up (``options.read``): a file that cannot be compared stops the run before
 from __future__ import annotations
 
 from ..performance import history, machine
+from ..performance.profiling import PERF_LENGTHS
 from .session import PerfSession
 
 
-def narrow_benchmark_tables(config) -> None:
+def configure_benchmarks(config, length: str) -> None:
     """pytest-benchmark's tables with a few columns and short names, so nothing is wider than 160
-    columns; ``--benchmark-columns`` and ``--benchmark-name long`` bring its full tables back."""
+    columns (``--benchmark-columns`` and ``--benchmark-name long`` bring its full tables back), and
+    its rounds bounded by ``--perf-length`` unless ``--benchmark-max-time`` is given."""
     if getattr(config.option, "benchmark_columns", "absent") is None:
         config.option.benchmark_columns = ["median", "iqr", "rounds"]
     if getattr(config.option, "benchmark_name", None) == "normal":
         config.option.benchmark_name = "short"
+    given = any(str(a).startswith("--benchmark-max-time") for a in config.invocation_params.args)
+    if hasattr(config.option, "benchmark_max_time") and not given:
+        from decimal import Decimal
+
+        config.option.benchmark_max_time = Decimal(str(PERF_LENGTHS[length].benchmark_max_time))
 
 
 def update_machine_info(machine_info: dict) -> None:

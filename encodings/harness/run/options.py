@@ -27,6 +27,7 @@ VARIABLES = {
     "POSENC_DEVICE": "--device",
     "POSENC_PERF_DEVICES": "--perf-devices",
     "POSENC_PERF_THREADS": "--perf-threads",
+    "POSENC_PERF_LENGTH": "--perf-length",
     "POSENC_MATRIX_DIR": "--matrix-dir",
     "POSENC_MATRIX": "--matrix",
     "POSENC_HYPOTHESIS_PROFILE": "--hypothesis-profile",
@@ -60,6 +61,10 @@ def addoptions(parser) -> None:
                     help="comma-separated devices for the benchmarks: cpu, cuda, or auto (the default)")
     group.addoption("--perf-threads", default=None,
                     help="torch.set_num_threads for the session (0: torch's default)")
+    group.addoption("--perf-length", default=None,
+                    help="short (the default): each benchmark times its call and its same-run copy for "
+                         "about 0.15 s each; full: pytest-benchmark's 1 s and 0.5 s for the copy "
+                         "(docs/findings/performance.md states how the ratios of the two agree)")
     group.addoption("--profile", action="store_true", default=False,
                     help="write torch.profiler traces and TensorBoard summaries for the perf specs")
     group.addoption("--profile-dir", default="profiles", help="root of the profile log directory")
@@ -93,6 +98,7 @@ class Settings:
     identify: tuple[str, str, str | None, str | None] | None = None  # (FILE.py:NAME, protocol, apply, expect)
     model: str | None = None  # --model FILE.py:NAME
     matrix_mode: str = "grid"  # --matrix
+    perf_length: str = "short"  # --perf-length
 
 
 def _value(config, option: str, variable: str | None, default: str) -> tuple[str, str]:
@@ -145,6 +151,15 @@ def _perf_threads(config) -> int:
         _fail(f"{source}: {threads} threads exceeds the limit of {most} ({MAX_THREADS_PER_CORE} per core on "
               f"{os.cpu_count() or 1} cores): torch's thread pools cannot be sized so")
     return threads
+
+
+def _perf_length(config) -> str:
+    from ..performance.profiling import PERF_LENGTHS
+
+    length, source = _value(config, "perf_length", "POSENC_PERF_LENGTH", "short")
+    if length not in PERF_LENGTHS:
+        _fail(f"{source}: unknown length {length!r}; allowed: {', '.join(PERF_LENGTHS)}")
+    return length
 
 
 def require_writable(directory: Path, source: str) -> None:
@@ -299,5 +314,6 @@ def read(config) -> Settings:
         identify=_identify(config),
         model=_model(config),
         matrix_mode=_matrix_mode(config),
+        perf_length=_perf_length(config),
         **dict(zip(("perf_compare", "perf_gates"), _perf_comparison(config))),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class PerfSession:
     notes: list[str] = field(default_factory=list)
     scaling: list[dict] = field(default_factory=list)  # time and memory against length, per encoder
     regressions: list[str] = field(default_factory=list)  # against --perf-compare
+    length: str = "short"  # --perf-length
+    started: float = field(default_factory=time.perf_counter)  # for the run's duration in the summary
 
     def note(self, text: str) -> None:
         if text not in self.notes:
