@@ -835,6 +835,18 @@ def _packing_attributed(record, device, regime):
     positions are blamed. Documents told by ids: blamed as the other relations are."""
     if record.model.packing == "document_ids":
         _attributed(_packing, record, device, regime)
+    elif not Fresh(record, device).traits.mask_reads_positions:  # its mask never sees the restarts
+        try:
+            _packing(record, device, regime)
+        except NotPositional:
+            raise
+        except ClaimViolation as violation:
+            details = {k: v for k, v in violation.details.items() if k != "reproducer"}
+            s.not_positional(f"{_summary(violation)} (the attention mask never reads the position ids)",
+                             blame="the model's attention mask, not its positions",
+                             **details, **{"the model's mask": "built without the position ids, so transformers "
+                                                               "never looks for packed documents: they attend "
+                                                               "each other"})
     else:
         _packing(record, device, regime)
 

@@ -1,7 +1,7 @@
 #!/bin/bash
-# The checks that need a GPU, in one run: environment, the specs on CUDA, serial and -n auto wall
-# times, the CUDA-event timing test, the model relations on CUDA (TinyLM and its mutants), and the
-# benchmarks on CUDA with traces and summaries.
+# The checks that need a GPU, in one run: environment, the specs on CUDA, the CUDA-event timing
+# test, the model relations on CUDA (TinyLM and its mutants), and the default perf run on CUDA
+# with traces and summaries (GPU_CHECK_CPU=1 adds the CPU suite's serial and -n auto wall times).
 #   bash tests/gpu_check.sh [RESULTS_DIR]      (default: gpu-results; the project installed as README says)
 export PYTHONUNBUFFERED=1 CI=true
 cd "$(dirname "$0")/.."
@@ -17,12 +17,16 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to NAME.log
   echo "$name rc=$? wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >> "$OUT/steps.txt"
 }
 step specs_cuda 150 python3 -m pytest specs --device cuda -p no:xdist -q --matrix-dir "$OUT/reports-cuda"
-step specs_cpu_serial 60 python3 -m pytest specs -p no:xdist -q --matrix-dir "$OUT/reports-serial"
-step specs_cpu_nauto 50 python3 -m pytest specs -n auto -q --matrix-dir "$OUT/reports-nauto"
 step cuda_timing 50 python3 -m pytest tests/test_cuda_timing.py -p no:xdist -q
 step models_cuda 90 python3 -m pytest specs/test_models.py --device cuda -p no:xdist -q --plugin tests.model_mutants \
     --encoders 'tinylm*' --matrix-dir "$OUT/reports-models-cuda"
-step perf_cuda 230 python3 -m pytest specs -m perf -p no:xdist -q --perf-devices cuda --device cuda \
-    --benchmark-max-time=0.2 --profile --profile-dir "$OUT/profiles" --profile-run-id gpu \
+# the default (short) perf run on the GPU: its duration and each group's best ×copy lead its summary
+step perf_cuda 200 python3 -m pytest specs -m perf -p no:xdist -q --perf-devices cuda --device cuda \
+    --profile --profile-dir "$OUT/profiles" --profile-run-id gpu \
     --benchmark-json "$OUT/benchmarks-cuda.json" --matrix-dir "$OUT/reports-perf"
+if [ -n "$GPU_CHECK_CPU" ]; then  # the CPU runs on the GPU machine's cores, when asked
+  step specs_cpu_serial 60 python3 -m pytest specs -p no:xdist -q --matrix-dir "$OUT/reports-serial"
+  step specs_cpu_nauto 50 python3 -m pytest specs -n auto -q --matrix-dir "$OUT/reports-nauto"
+fi
+grep -E "^(perf run|best ×copy|cuda (forward|forward\+backward))|fused RoPE" "$OUT/perf_cuda.log" > "$OUT/perf_summary.txt"
 cat "$OUT/steps.txt"

@@ -162,3 +162,12 @@ def test_bad_constructor_arguments():
         posenc.RotaryEmbedding(16, base=-1)
     with pytest.raises(ValueError, match="order must be one of"):
         posenc.LinearAttentionRoPE(16, 4, order="sideways")
+
+
+def test_the_complex_form_passes_a_gradient_to_float_positions_when_the_input_takes_none():
+    """Its in-place complex view has no autograd formula: learned positions must not lose their gradient."""
+    module = posenc.RotaryEmbeddingComplex(D // H, MAX_LEN)
+    x = torch.randn(2, 5, H, D // H)
+    scale = torch.tensor(1.5, requires_grad=True)
+    (grad,) = torch.autograd.grad(module(x, torch.arange(5.0) * scale).square().sum(), scale)
+    assert torch.isfinite(grad) and grad != 0

@@ -40,3 +40,43 @@ def test_an_encoder_that_drifts_on_every_call_is_found():
 def test_encoders_the_history_claim_is_not_about_are_not_probed():
     assert posenc.get("learnable").declared("ROPE-9").status == State.NA
     assert history_problem(posenc.get("learnable"), "cpu") is None
+
+
+class KeyedByLength(RotaryEmbedding):
+    """cos/sin cached by the call's length: a later call of that length gets the first one's angles."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.by_length = {}
+
+    def cos_sin(self, positions, dtype):
+        key = (positions.shape[-1], dtype)
+        if key not in self.by_length:
+            self.by_length[key] = super().cos_sin(positions, dtype)
+        return self.by_length[key]
+
+
+class RotatesInPlace(RotaryEmbedding):
+    """A correct rotation written back into its input (the contract's defect, not a history); it
+    answers a new tensor, so that an answer kept by the caller is not changed by the next call."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        return x.copy_(super().forward(x, positions, offset=offset)).clone()
+
+
+def _like_rope(name, cls):
+    return dataclasses.replace(posenc.get("rope_interleaved"), name=name,
+                               build=lambda c: cls(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype))
+
+
+def test_state_kept_by_length_is_found_by_a_call_at_later_positions():
+    """The same input twice hits the same cache entry; the same length at other positions does not."""
+    problem = history_problem(_like_rope("keyed_by_length", KeyedByLength), "cpu")
+    assert problem is not None and problem.startswith("a call at positions 7…11 on a keyed_by_length called at 0…4 "
+                                                      "before differs from a fresh one's by "), problem
+
+
+def test_an_encoder_that_edits_its_input_has_no_history():
+    """Each probe call gets its own copy: an input written in place is the contract's finding, and
+    the rules make the other cells its consequences (docs/reference/states.md)."""
+    assert history_problem(_like_rope("rotates_in_place", RotatesInPlace), "cpu") is None

@@ -253,7 +253,17 @@ def test_an_encoder_that_changes_on_every_call_is_blamed_once(mutation_run):
                if o["state"] == State.DEPENDS_ON_HISTORY)
 
 
+#: Its cache is keyed by the call's length: a second call at other positions gets the first one's angles.
+LENGTH_KEYED_MUTANT = "rope_cache_keyed_by_length"
+
+
+def test_state_keyed_by_length_is_blamed_once(mutation_run):
+    cells = [o for o in mutation_run.outcomes if o["encoder"] == LENGTH_KEYED_MUTANT]
+    assert {o["claim"] for o in cells if o["state"] == KILL} == {"ROPE-9"}, _describe({o["state"]: o["message"] for o in cells})
+    assert {"ROPE-4", "PATH-2"} <= {o["claim"] for o in cells if o["state"] == State.DEPENDS_ON_HISTORY}
+
+
 def test_no_other_mutant_depends_on_history(mutation_run):
     """The history check stays silent on every encoder that is a function of its inputs."""
     dependent = {o["encoder"] for o in mutation_run.outcomes if o["state"] == State.DEPENDS_ON_HISTORY}
-    assert dependent == {HISTORY_MUTANT}, dependent
+    assert dependent == {HISTORY_MUTANT, LENGTH_KEYED_MUTANT}, dependent

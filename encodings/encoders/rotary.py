@@ -204,7 +204,7 @@ class RotaryEmbeddingComplex(FrequencyModule):
         ph = (table[offset:offset + x.shape[1]] if table is not None else self.phasors(pos, adt)).unsqueeze(-2)
         # (…, d) floats seen as (…, d/2) complex, no copy; a dtype view has no autograd formula
         if x.dtype == adt and x.is_contiguous() and x.storage_offset() % 2 == 0 \
-                and not (x.requires_grad and torch.is_grad_enabled()):
+                and not ((x.requires_grad or ph.requires_grad) and torch.is_grad_enabled()):
             return (x.view(ph.dtype) * ph).view(adt)
         pairs = x.to(adt).reshape(*x.shape[:-1], self.head_dim // 2, 2)
         if not pairs.is_contiguous() or pairs.storage_offset() % 2:  # complex needs aligned pairs

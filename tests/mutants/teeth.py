@@ -195,14 +195,14 @@ class CacheKeyedByLength(SteppedRotary):
         return cos.expand_as(angles), sin.expand_as(angles)
 
 
-@mutant("rope_interleaved", fails={"ROPE-9", "ROPE-1", "ROPE-4", "ROPE-10a", "PATH-2"},
-        why="the output depends on the calls before (ROPE-9); every spec that calls twice at one length with other "
-            "positions gets the first call's angles: the rotation (ROPE-1), the offset relations near and far "
-            "(ROPE-4, ROPE-10a) and decoding (PATH-2); the frequencies are read off fresh modules (ROPE-2 holds)")
+# ROPE-9 finds it by a call at later positions of the same length; every other spec that calls twice
+# at one length with other positions reads 'depends on ROPE-9' (a fresh module would hold them).
+@mutant("rope_interleaved", fails={"ROPE-9"})
 def rope_cache_keyed_by_length(c):
     """cos/sin cached by the call's length alone: a later call of that length gets the first one's angles"""
     # Not ROPE-11 (once blamed): its error is the same in float32, so half precision is not what is broken.
-    # Passed a ROPE-9 whose histories and probes all started at offset 0 (its PATH-2 and ROPE-4 cells failed).
+    # Passed a ROPE-9 whose histories and probes all started at offset 0 (its PATH-2 and ROPE-4 cells failed);
+    # then blamed on ROPE-1, ROPE-4, ROPE-10a and PATH-2 as well, until the history check called later positions.
     return rope(CacheKeyedByLength, c)
 
 

@@ -312,6 +312,7 @@ class ModelTraits:
     positions: Literal["relative", "absolute", "alibi"] = "relative"  # RoPE: relative; a table: absolute
     max_position: int | None = None  # the configured maximum (max_position_embeddings); None: none
     extrapolates: bool = True  # relative positions run past max_position (False: a fixed table, GPT-J)
+    table_grows: bool = False  # absolute sinusoids computed for any position (XGLM, TrOCR): no table limit
     original_max_position: int | None = None  # a scaled model's original (pre-training) length
     vocab_size: int = 128
     takes_position_ids: bool = True  # False: positions come from the mask alone (Bloom, MPT)
@@ -324,6 +325,9 @@ class ModelTraits:
     #: restart tell them, transformers' packed format), ``document_ids`` (a ``document_ids=``
     #: keyword of shape (batch, seq)), or ``none``.
     packing: Literal["none", "positions", "document_ids"] = "none"
+    #: Its attention mask reads the position ids (transformers looks for packed documents there);
+    #: False: a packed leak is the mask's, not the positions' (BERT's, BioGPT's, gpt-oss's mask).
+    mask_reads_positions: bool = True
     #: False: the model needs positions given (its own regime of the relations is n/a).
     own_positions: bool = True
     #: A vision-language model with M-RoPE ids ``(3, batch, seq)``: its build returns a
@@ -336,7 +340,8 @@ class ModelTraits:
     @property
     def table_limited(self) -> bool:
         """Positions must stay below ``max_position`` (an absolute table, or a fixed cos/sin table)."""
-        return self.max_position is not None and (self.positions == "absolute" or not self.extrapolates)
+        return self.max_position is not None and not self.table_grows and \
+            (self.positions == "absolute" or not self.extrapolates)
 
 
 #: How the harness calls a position producer (``kind="producer"``), by its protocol.

@@ -121,8 +121,8 @@ def history_problem(record: EncoderRecord, device: str) -> str | None:
 def _history(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | None:
     try:
         module, x = _fresh_subject_and_input(record, dtype, device)
-        with torch.no_grad():
-            answers = [module(x).to(torch.float64) for _ in range(HISTORY_CALLS)]
+        with torch.no_grad():  # a copy per call: an encoder that edits its input in place is the contract's
+            answers = [module(x.clone()).to(torch.float64) for _ in range(HISTORY_CALLS)]
     except Exception:  # noqa: BLE001 - a crash is the specs' to report
         return None
     first = answers[0]
@@ -139,6 +139,37 @@ def _history(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | No
         if error > bound:
             return (f"call {call} of one input on a fresh {record.name} differs from call 1 by {error:.3g} "
                     f"(bound {bound:.3g}): its output depends on the calls before")
+    return _later_positions_history(record, dtype, device, x)
+
+
+#: The history check's second probe: positions ``LATER …`` on a module called at ``0 …`` before.
+LATER = 7
+
+
+def _later_positions_history(record: EncoderRecord, dtype: torch.dtype, device: str, x: torch.Tensor) -> str | None:
+    """How a module called at positions 0 … n−1 answers the same length at LATER … LATER+n−1
+    differently from a fresh one (state keyed by length, say), or None; None too where the encoder
+    takes no explicit positions."""
+    n = x.shape[1]
+    first, later = (torch.arange(start, start + n, device=device) for start in (0, LATER))
+    try:
+        used, _ = _fresh_subject_and_input(record, dtype, device)
+        fresh, _ = _fresh_subject_and_input(record, dtype, device)
+        with torch.no_grad():
+            used(x.clone(), first)
+            after, alone = (m(x.clone(), later).to(torch.float64) for m in (used, fresh))
+    except Exception:  # noqa: BLE001 - no explicit positions, or a crash: the specs report those
+        return None
+    finite = torch.isfinite(alone)
+    if not bool(finite.any()) or not torch.equal(torch.isfinite(after), finite):
+        return None if not bool(finite.any()) else (
+            f"a call at positions {LATER}…{LATER + n - 1} on a {record.name} called at 0…{n - 1} before is "
+            "non-finite where a fresh one's is finite, or finite where it is not: its output depends on the calls before")
+    bound = record.tolerance(dtype).bound(float(alone[finite].abs().max()))
+    error = float((after - alone)[finite].abs().max())
+    if error > bound:
+        return (f"a call at positions {LATER}…{LATER + n - 1} on a {record.name} called at 0…{n - 1} before differs "
+                f"from a fresh one's by {error:.3g} (bound {bound:.3g}): its output depends on the calls before")
     return None
 
 

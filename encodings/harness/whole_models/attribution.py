@@ -124,6 +124,10 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
              for name, module in _outermost(model, ROTARY)]
     found += [(name, module, _zeros) for name, module in model.named_modules()
               if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
+    tables = {id(m) for _, m, _ in found}  # and absolute sinusoids of their own class (TrOCR's, XGLM's)
+    found += [(f"{name} ({type(module).__name__})", module, _zeros) for name, module in model.named_modules()
+              if id(module) not in tables and "Sinusoid" in type(module).__name__ and not _outermost(module, ROTARY)
+              and "Rotary" not in type(module).__name__]
     return found
 
 

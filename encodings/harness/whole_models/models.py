@@ -277,8 +277,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     found = {}
     if config is not None and is_transformers_model(model):
         found["vocab_size"] = int(config.vocab_size)
-        found["max_position"] = next((int(getattr(config, a)) for a in (
-            "max_position_embeddings", "n_positions", "max_seq_len") if getattr(config, a, None)), None)
+        found["max_position"] = next((int(getattr(config, a)) for a in (  # XLNet's -1: no maximum
+            "max_position_embeddings", "n_positions", "max_seq_len") if (getattr(config, a, None) or 0) > 0), None)
         rope = rope_parameters(getattr(config, "rope_parameters", None))
         if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
@@ -294,8 +294,10 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             absolute = False
         found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
-        # transformers tells packed documents by position ids that restart (masking_utils)
+        # transformers tells packed documents by position ids that restart, where the model's mask reads them
         found["packing"] = "positions" if found["takes_position_ids"] else "none"
+        found["mask_reads_positions"] = found["takes_position_ids"] and reads_packed_positions(model)
+        found["table_grows"] = absolute and _computed_sinusoids(model)
         threshold = rescaling_threshold(_rope_type(config), ModelTraits(**{
             k: v for k, v in found.items() if k in ("max_position", "original_max_position")}))
         if threshold:
@@ -314,6 +316,42 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             found["packing"] = "document_ids"
         found["library"] = type(model).__name__
     return ModelTraits(**{**found, **given})
+
+
+def reads_packed_positions(model: nn.Module) -> bool:
+    """Whether the model's mask reads packed documents off restarting position ids: transformers'
+    ``masking_utils`` looks for them only where a model hands its mask the position ids (BERT's,
+    BioGPT's and XGLM's do not: no packed-sequence support). One call on tokens 0…2 twice; a model
+    that cannot be so called is taken at its signature."""
+    import transformers.masking_utils as masking
+
+    if not hasattr(masking, "find_packed_sequence_indices"):
+        return True
+    original, seen = masking.find_packed_sequence_indices, []
+
+    def spy(position_ids):
+        seen.append(True)
+        return original(position_ids)
+
+    device = next(model.parameters()).device
+    masking.find_packed_sequence_indices = spy
+    try:
+        with torch.no_grad():
+            model(torch.ones(1, 6, dtype=torch.long, device=device), use_cache=False,
+                  position_ids=torch.tensor([[0, 1, 2, 0, 1, 2]], device=device))
+    except Exception:  # noqa: BLE001 - not callable so: judged by the relation itself
+        return True
+    finally:
+        masking.find_packed_sequence_indices = original
+    return bool(seen)
+
+
+def _computed_sinusoids(model: nn.Module) -> bool:
+    """Its absolute positions are sinusoids computed for any position (XGLM's, TrOCR's grow with the
+    call), not a table of fixed rows: no parameters, and no buffer of the model's (CTRL's)."""
+    tables = [m for n, m in model.named_modules() if _absolute_table(n, m)]
+    return bool(tables) and all("Sinusoid" in type(m).__name__ and not list(m.parameters()) for m in tables) \
+        and not any(n.endswith("pos_encoding") for n, _ in model.named_buffers())
 
 
 #: A module of absolute positions, by its class name (OPT's learned, XGLM's sinusoidal table).
