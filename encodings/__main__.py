@@ -13,6 +13,7 @@ COMMANDS = {
     "extrapolation": ("posenc.tools.extrapolation", "small models trained at length L, scored at L … 8L"),
     "suite-benchmark": ("posenc.tools.suite_benchmark", "wall time of the default pytest specs, by spec family and encoder"),
     "model-benchmark": ("posenc.tools.model_benchmark", "what the model relations of every architecture add to a run"),
+    "perf-benchmark": ("posenc.tools.perf_figures", "wall time of pytest specs -m perf, short against full length"),
 }
 USAGE = "usage: python -m posenc COMMAND [options]   (python -m posenc COMMAND --help for its options)"
 

@@ -53,12 +53,14 @@ def memory_curve(record, device, lengths=MEMORY_LENGTHS, config=MEMORY_CONFIG, b
     return peaks
 
 
-def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG, batch=1) -> list[float]:
+def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG, batch=1, min_time=1.0,
+               min_rounds=5) -> list[float]:
     key = _curve_key("time", record, device, lengths, config, batch)
     if key in _CURVES:
         return _CURVES[key]
     works = {n: profiling.make_workload(record, batch=batch, seq=n, device=device, warmup=1, **config) for n in lengths}
-    samples = profiling.interleaved_samples({n: w.call for n, w in works.items()}, min_time=1.0, min_rounds=5)
+    samples = profiling.interleaved_samples({n: w.call for n, w in works.items()}, min_time=min_time,
+                                            min_rounds=min_rounds)
     _SAMPLES[key] = samples
     _CURVES[key] = [profiling.median(samples[n]) for n in lengths]
     return _CURVES[key]
@@ -163,7 +165,7 @@ def _has_rotary(record) -> bool:
 ROPE12_LENGTHS = (512, 2048)
 
 
-def rope_overheads(record, device) -> dict[int, dict[str, list[float]]]:
+def rope_overheads(record, device, length=profiling.PERF_LENGTHS["full"]) -> dict[int, dict[str, list[float]]]:
     """Per length: per-round seconds with the document's RoPE form (000 §3.3 calls 000 §3.2's
     complex multiplication, cache warm), without rotation, with the record's own RoPE (eager) and
     with the fused RoPE, all interleaved in one run."""
@@ -178,7 +180,8 @@ def rope_overheads(record, device) -> dict[int, dict[str, list[float]]]:
         works["none"].module.rotary = _NoRotation()
         works["fused"] = profiling.make_workload(record, seq=n, device=device, warmup=0)
         works["fused"].module.rotary = CompiledRotaryEmbedding(rotary.head_dim, base=rotary.base).to(device)
-        out[n] = profiling.interleaved_samples({k: w.call for k, w in works.items()}, min_time=2.0, min_rounds=30)
+        out[n] = profiling.interleaved_samples({k: w.call for k, w in works.items()}, min_time=length.overhead_min_time,
+                                               min_rounds=length.overhead_min_rounds)
     return out
 
 
@@ -189,7 +192,7 @@ def test_rope_overhead_inside_attention_is_small(record, device, perf_session):
     95% interval (bootstrap over interleaved rounds) decides: all of it above the bar (by more than
     the equivalence margin), refuted; all below, holds; else undecided. The bar (10%) is the
     harness's choice, not the documents'; the verdict at 5, 10 and 20% is printed alongside."""
-    samples = rope_overheads(record, device)
+    samples = rope_overheads(record, device, profiling.PERF_LENGTHS[perf_session.length])
     overhead = {n: [v - 1 for v in profiling.ratio_interval(t["complex"], t["none"])] for n, t in samples.items()}
     eager = {n: profiling.ratio_interval(t["rope"], t["none"])[0] - 1 for n, t in samples.items()}
     fused = {n: profiling.ratio_interval(t["fused"], t["none"])[0] - 1 for n, t in samples.items()}
@@ -236,7 +239,9 @@ def test_scaling_with_sequence_length(perf_record, perf_device, perf_session):
     if perf_record.kind not in ("rotary", "attention"):
         pytest.skip("n/a: scaling is tabulated for RoPE encoders and attention modules")
     lengths = scaling_lengths(perf_record)
-    times = time_curve(perf_record, perf_device, lengths, SCALING_CONFIG)
+    length = profiling.PERF_LENGTHS[perf_session.length]
+    times = time_curve(perf_record, perf_device, lengths, SCALING_CONFIG, min_time=length.scaling_min_time,
+                       min_rounds=length.scaling_min_rounds)
     peaks = memory_curve(perf_record, perf_device, lengths, SCALING_CONFIG)
     perf_session.scaling.append({
         "encoder": perf_record.name, "device": perf_device, "lengths": list(lengths), "seconds": times,

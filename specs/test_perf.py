@@ -13,7 +13,9 @@ kernel counts, and on CUDA the CUDA-event time. With ``--profile`` it also write
 
 from __future__ import annotations
 
+import math
 import re
+import time
 
 import pytest
 import torch
@@ -50,6 +52,15 @@ def _bench_name(device, mode, batch, encoder) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{device}-{mode}-b{batch}-{encoder}")
 
 
+def _rounds(benchmark, call) -> int:
+    """pytest-benchmark's rounds for ``call``: ``--benchmark-max-time`` over one timed call, at least
+    ``--benchmark-min-rounds`` (both set by ``--perf-length`` unless given)."""
+    start = time.perf_counter()
+    call()
+    once = max(time.perf_counter() - start, 1e-6)
+    return max(int(getattr(benchmark, "_min_rounds", 5)), math.ceil(float(getattr(benchmark, "_max_time", 1.0)) / once))
+
+
 @pytest.mark.perf
 @pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"b{b}")
 @pytest.mark.parametrize("mode", MODES)
@@ -57,18 +68,29 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
     _skip_bias(perf_record)
     _skip_unsupported_size(perf_record)
     device = perf_device
+    length = profiling.PERF_LENGTHS[perf_session.length]
     work = profiling.make_workload(perf_record, batch=batch, dtype=DTYPE, device=device,
-                                   backward=mode != "forward")
+                                   backward=mode != "forward", warmup=length.warmup)
     benchmark.group = (f"{device} {mode}: batch {batch}, seq {profiling.DOC_SEQ}, "
                        f"d_model {profiling.DOC_D_MODEL}, {profiling.DOC_HEADS} heads, float32")
-    benchmark(work.call)
+    # ×copy: before each timed round a copy of the call's minimum bytes is timed too (pedantic's
+    # setup, untimed by pytest-benchmark), so drift hits both alike and no round is spent twice
+    copy, copies = profiling.copy_call(work.min_bytes, device), []
+    copy()  # its pages touched once, as the call's are by its warm-up
+
+    def time_the_copy():
+        start = time.perf_counter_ns()
+        copy()
+        copies.append((time.perf_counter_ns() - start) * 1e-9)
+
+    benchmark.pedantic(work.call, setup=time_the_copy, rounds=_rounds(benchmark, work.call), warmup_rounds=0)
     stats = getattr(benchmark, "stats", None)
-    seconds = stats.stats.median if stats is not None else profiling.median(profiling.time_call(work.call))
+    calls = list(stats.stats.data) if stats is not None else profiling.time_call(work.call)
+    seconds = profiling.median(calls)
     spread = stats.stats.iqr / stats.stats.median if stats is not None and stats.stats.median else 0.0
-    # ×copy: the call and a copy of its minimum bytes, timed in alternation, so drift hits both
-    paired = profiling.interleaved_medians({"call": work.call, "copy": profiling.copy_call(work.min_bytes, device)},
-                                           min_time=profiling.PERF_LENGTHS[perf_session.length].copy_min_time)
-    copy_seconds = paired["copy"]
+    copy_seconds = profiling.median(copies or profiling.time_call(copy))
+    source = profiling.peak_source(work.call, device)  # on CPU its trace gives the peak too: one profiled call
+    on_cuda = torch.device(device).type == "cuda"
     info = {
             "encoder": perf_record.name,
             "kind": perf_record.kind,
@@ -83,18 +105,18 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
             "seconds": seconds,
         "spread": spread,  # IQR / median of pytest-benchmark's rounds: this run's own timing noise
         "best_seconds": stats.stats.min if stats is not None else seconds,
-            "peak_bytes": profiling.peak_memory(work.call, device),
-            "peak_op": str(profiling.peak_source(work.call, device)),  # the largest block alive at the peak
+            "peak_bytes": profiling.peak_memory(work.call, device) if on_cuda else source.peak_bytes,
+            "peak_op": str(source),  # the largest block alive at the peak
             **work.static,
             "min_bytes": work.min_bytes,
             "copy_seconds": copy_seconds,
-            **profiling.roofline(work.min_bytes, paired["call"], copy_seconds),
+            **profiling.roofline(work.min_bytes, seconds, copy_seconds),
             **profiling.count_ops(work.call, device),
     }
     backends = getattr(work.module, "backends", None)
     if backends is not None:
         info["backend"] = backends.get((torch.device(device).type, DTYPE), "eager")
-    if torch.device(device).type == "cuda":
+    if on_cuda:
         info["cuda_event_seconds"] = profiling.median(profiling.cuda_event_times(lambda: work.call(sync=False)))
     if perf_session.run_dir is not None:
         name = _bench_name(device, mode, batch, perf_record.name)

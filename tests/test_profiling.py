@@ -293,3 +293,8 @@ def test_the_timeline_counts_memory_above_the_steps_start_and_keeps_frees_after_
 def test_the_peak_source_reads_a_traces_memory_events():
     source = profiling.peak_source_from_trace(_synthetic_trace()["traceEvents"])
     assert (source.peak_bytes, source.nbytes, source.op) == (2**20, 2**20, "aten::mul")
+
+
+def test_a_peak_inside_a_compiled_graph_is_named_without_its_cache_key():
+    source = profiling.PeakSource(peak_bytes=2**20, op="## Call CompiledFxGraph feiknye23344rjwj ##", nbytes=2**20)
+    assert str(source) == "compiled graph 1.00 MiB"

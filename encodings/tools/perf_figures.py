@@ -1,16 +1,35 @@
-"""README's table of measured benchmarks, generated from a committed measurement file.
+"""The perf run's figures, generated from committed measurement files.
 
-``python -m posenc docs --perf-json BENCH.json`` keeps, from a pytest-benchmark JSON of
-``pytest specs -m perf --benchmark-json BENCH.json``, what the table shows (per encoder and
-mode: median time and ×copy; at forward batch 1: peak memory, the operator behind it, static
-memory and kernels) and the machine it ran on, in ``docs/measurements/perf-cpu.json``; README's
-``perf-table`` section is rendered from that file, so every figure there is one that was measured.
+* ``python -m posenc docs --perf-json BENCH.json`` keeps, from a pytest-benchmark JSON of
+  ``pytest specs -m perf --benchmark-json BENCH.json``, what the perf tables show (per encoder and
+  mode: median time and ×copy; at forward batch 1: peak memory, the operator behind it, static
+  memory and kernels) and the machine it ran on, in ``docs/measurements/perf-cpu.json``.
+* ``python -m posenc perf-benchmark`` (:func:`main`) measures how long ``pytest specs -m perf``
+  takes, and whether its short length keeps the ratios of the full one. It runs the default (short)
+  perf run ``--repeat`` times and the full-length run ``--full-repeat`` times, start-up included,
+  each with ``--benchmark-json``; then, per benchmark (group and encoder), it compares ×copy (the
+  call's time against a same-run copy of its bytes): the **noise** is the spread of the short runs'
+  ×copy, (max − min) / median; the **agreement** is the full run's ×copy against the short runs'
+  median, as a relative difference, *within the noise* where it is no larger than the noise (or
+  than :data:`FLOOR`). ``--write`` keeps the figures in ``docs/measurements/perf-run.json``.
+
+The docs' sections are rendered from those files, so every figure there is one that was measured.
+A script, not a timed test: timings belong in a benchmark run on an idle machine.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
 from pathlib import Path
+
+from posenc.tools import cli
 
 MEASUREMENTS = Path("docs/measurements/perf-cpu.json")
 COLUMNS = (("forward", 1), ("forward", 8), ("forward+backward", 1), ("forward+backward", 8))
@@ -84,3 +103,126 @@ def documents_table_markdown(path: Path = MEASUREMENTS) -> str:
         lines.append(f"| `{encoder}` | {ms} | {'' if measured is None else f'{measured:.3f}'} | {mb} | "
                      f"{'' if memory is None else f'{memory:.2f}'} |")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- perf-benchmark: the run's duration
+
+RUN_MEASUREMENTS = Path("docs/measurements/perf-run.json")
+#: The bar the default perf run is held to, on an idle 2-core machine.
+TARGET_SECONDS = 120.0
+#: The smallest spread allowed a ratio of two medians (a copy's and a call's): 5%.
+FLOOR = 0.05
+#: The reference RoPEs whose forward ×copy the page states (fused, and complex-number).
+REFERENCES = ("rope_compiled", "rope_complex")
+
+
+def _run(length: str, out: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSENC_")}
+    bench = out / "benchmarks.json"
+    command = [sys.executable, "-m", "pytest", "specs", "-m", "perf", "-q", "-p", "no:cacheprovider",
+               "--matrix-dir", str(out), "--matrix", "none", "--perf-length", length, "--benchmark-json", str(bench)]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if not bench.exists():
+        raise RuntimeError(f"the {length} perf run wrote no benchmarks:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    data = json.loads(bench.read_text())
+    ratios = {f"{b['group']} | {b['extra_info']['encoder']}": b["extra_info"]["roofline_ratio"]
+              for b in data["benchmarks"] if "roofline_ratio" in b.get("extra_info", {})}
+    print(f"  {length}: {wall:.1f} s, {len(ratios)} benchmarks", file=sys.stderr)
+    return {"wall": wall, "ratios": ratios, "rc": done.returncode}
+
+
+def measure(repeat: int, full_repeat: int) -> dict:
+    from posenc.harness.performance import machine
+
+    with tempfile.TemporaryDirectory() as scratch:
+        runs = {"short": [], "full": []}
+        for length, count in (("short", repeat), ("full", full_repeat)):
+            for i in range(count):
+                out = Path(scratch) / f"{length}-{i}"
+                out.mkdir()
+                runs[length].append(_run(length, out))
+    keys = sorted(set.intersection(*(set(r["ratios"]) for r in runs["short"] + runs["full"])))
+    rows = {}
+    for key in keys:
+        short = [r["ratios"][key] for r in runs["short"]]
+        full = statistics.median(r["ratios"][key] for r in runs["full"])
+        middle = statistics.median(short)
+        rows[key] = {"short": short, "full": full, "noise": (max(short) - min(short)) / middle,
+                     "difference": abs(full - middle) / middle}
+    return {"machine": machine.device_name("cpu"), "torch": __import__("torch").__version__,
+            "threads": __import__("torch").get_num_threads(), "date": time.strftime("%Y-%m-%d"),
+            "repeat": repeat, "full_repeat": full_repeat,
+            "short_wall": [r["wall"] for r in runs["short"]], "full_wall": [r["wall"] for r in runs["full"]],
+            "rows": rows}
+
+
+def _within(row: dict) -> bool:
+    return row["difference"] <= max(row["noise"], FLOOR)
+
+
+def _reference_lines(data: dict) -> list[str]:
+    lines = ["| reference, forward, float32 | batch 1 ×copy (short runs) | batch 8 ×copy (short runs) |",
+             "|---|---|---|"]
+    for name in REFERENCES:
+        cells = []
+        for batch in (1, 8):
+            found = [row for key, row in data["rows"].items()
+                     if key.endswith(f"| {name}") and key.startswith(f"cpu forward: batch {batch},")]
+            cells.append(", ".join(f"{v:.2f}" for v in found[0]["short"]) if found else "not measured")
+        lines.append(f"| `{name}` | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
+    if not Path(path).exists():
+        return f"(not measured yet: `python -m posenc perf-benchmark --write` keeps the figures in {path})\n"
+    data = json.loads(Path(path).read_text())
+    median = statistics.median
+    rows = list(data["rows"].values())
+    within = sum(_within(r) for r in rows)
+    differences = sorted(r["difference"] for r in rows)
+    noises = sorted(r["noise"] for r in rows)
+    measured = (f"Measured on {data['machine']} ({data['threads']} torch threads), torch {data['torch']}, "
+                f"{data['date']}: `pytest specs -m perf`, start-up included, {data['repeat']} short runs and "
+                f"{data['full_repeat']} full-length run(s).")
+    worst = sorted(data["rows"].items(), key=lambda kv: -kv[1]["difference"])[:3]
+    lines = [*textwrap.wrap(measured, 100, break_on_hyphens=False), "",
+             "| run | wall time (median) | the runs |", "|---|---:|---|",
+             f"| `pytest specs -m perf` (short, the default) | {median(data['short_wall']):.1f} s | "
+             f"{', '.join(f'{t:.1f}' for t in data['short_wall'])} |",
+             f"| `pytest specs -m perf --perf-length full` | {median(data['full_wall']):.1f} s | "
+             f"{', '.join(f'{t:.1f}' for t in data['full_wall'])} |", "",
+             f"×copy of the {len(rows)} benchmarks, short against full: the full run's value lies within the "
+             f"short runs' noise (their spread, at least {FLOOR:.0%}) for {within} of {len(rows)}. The short "
+             f"runs' spread: median {median(noises):.1%}, largest {noises[-1]:.1%}; the difference from the full "
+             f"run: median {median(differences):.1%}, largest {differences[-1]:.1%}.", "",
+             "The largest differences:", "", "| benchmark | short runs | full | difference | noise |",
+             "|---|---|---:|---:|---:|"]
+    for key, row in worst:
+        lines.append(f"| {key} | {', '.join(f'{v:.2f}' for v in row['short'])} | {row['full']:.2f} | "
+                     f"{row['difference']:.1%} | {row['noise']:.1%} |")
+    return "\n".join([*lines, "", *_reference_lines(data)]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.ArgumentParser(prog="python -m posenc perf-benchmark", description="how long pytest specs -m perf takes, and whether its short length keeps the full one's ratios")
+    parser.add_argument("--repeat", type=int, default=3, help="short runs (default 3)")
+    parser.add_argument("--full-repeat", type=int, default=1, help="full-length runs (default 1)")
+    parser.add_argument("--write", action="store_true", help=f"keep the figures in {RUN_MEASUREMENTS}")
+    args = parser.parse_args(argv)
+    for name in ("repeat", "full_repeat"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    data = measure(args.repeat, args.full_repeat)
+    if args.write:
+        RUN_MEASUREMENTS.parent.mkdir(parents=True, exist_ok=True)
+        RUN_MEASUREMENTS.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"kept in {RUN_MEASUREMENTS}", file=sys.stderr)
+    print(run_table_markdown(RUN_MEASUREMENTS) if args.write else json.dumps(data, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

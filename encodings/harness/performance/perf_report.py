@@ -32,7 +32,10 @@ def _mib(n) -> str:
 
 def _top(row: dict) -> str:
     top = row.get("top_ops") or []
-    return f"{top[0][0].removeprefix('aten::')[:18]} {top[0][1]:.0%}" if top else ""
+    if not top:
+        return ""
+    name = "compiled graph" if top[0][0].startswith("## Call CompiledFxGraph") else top[0][0].removeprefix("aten::")
+    return f"{name[:18]} {top[0][1]:.0%}"
 
 
 def summary_lines(benchmarks: list[dict]) -> list[str]:

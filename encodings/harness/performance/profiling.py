@@ -38,16 +38,22 @@ DOC_SEQ, DOC_D_MODEL, DOC_HEADS = 512, 768, 12
 
 @dataclass(frozen=True)
 class PerfLength:
-    """How long each benchmark times: pytest-benchmark's rounds (``--benchmark-max-time``) and the
-    same-run copy paired with the call (:func:`interleaved_samples`' ``min_time``)."""
+    """How long a perf run times each thing: a benchmark's rounds (``--benchmark-max-time``, at
+    least ``--benchmark-min-rounds``), the scaling table, ROPE-12's variants, the warm-up."""
 
-    benchmark_max_time: float
-    copy_min_time: float
+    benchmark_max_time: float  # each benchmark's rounds, with a same-run copy timed before each
+    benchmark_min_rounds: int
+    scaling_min_time: float  # the scaling table's interleaved lengths
+    scaling_min_rounds: int
+    overhead_min_time: float  # ROPE-12's interleaved variants, per length
+    overhead_min_rounds: int
+    warmup: int  # calls of a benchmark's workload before it is timed
 
 
 #: ``--perf-length``: ``short`` bounds the rounds, which moves no ratio beyond its noise
 #: (``python -m posenc perf-benchmark`` measures both); ``full`` is pytest-benchmark's own length.
-PERF_LENGTHS = {"short": PerfLength(0.15, 0.15), "full": PerfLength(1.0, 0.5)}
+PERF_LENGTHS = {"short": PerfLength(0.15, 3, 0.15, 3, 0.6, 10, 1),
+                "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2)}
 
 
 def synchronize(device: str | torch.device) -> None:
@@ -99,10 +105,35 @@ class Workload:
         return out
 
 
+#: glibc's ``mallopt`` parameters: buffers below the mmap threshold come from the heap.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_STEADY: list[bool] = []
+
+
+def steady_allocator() -> bool:
+    """Let glibc's malloc serve buffers up to 32 MiB (its largest mmap threshold) from its heap and
+    keep freed memory (trim threshold 1 GiB), as a caching allocator (CUDA's, jemalloc) would.
+    Otherwise each output above the default threshold (128 KiB, raised only to the last size freed)
+    is a fresh mapping whose pages fault on first write, and a benchmark of a 1.5 MiB output times
+    the kernel's page faults, not the encoder. Once per process; False where there is no glibc."""
+    if not _STEADY:
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _STEADY.append(bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) and libc.mallopt(_M_TRIM_THRESHOLD, 2**30)))
+        except (OSError, AttributeError):
+            _STEADY.append(False)
+    return _STEADY[0]
+
+
 def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, d_model: int = DOC_D_MODEL,
                   n_heads: int = DOC_HEADS, dtype: torch.dtype = torch.float32, device: str = "cpu",
                   backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2) -> Workload:
-    """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its bytes."""
+    """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its
+    bytes, with the allocator steady (:func:`steady_allocator`)."""
+    steady_allocator()
     module = build_subject(record, dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
     for part in module.modules():  # a compiled encoder is timed as fixed shapes compile it (fused.py)
         if hasattr(part, "static_shapes"):
@@ -183,7 +214,9 @@ class PeakSource:
     nbytes: int  # that allocation's size
 
     def __str__(self) -> str:
-        return f"{self.op.removeprefix('aten::')} {self.nbytes / 2**20:.2f} MiB"
+        # a compiled graph's span is named by its cache key, which changes from build to build
+        op = "compiled graph" if self.op.startswith("## Call CompiledFxGraph") else self.op.removeprefix("aten::")
+        return f"{op} {self.nbytes / 2**20:.2f} MiB"
 
 
 def peak_source_from_trace(events: list[dict], cuda: bool = False) -> PeakSource:

@@ -14,16 +14,19 @@ from .session import PerfSession
 def configure_benchmarks(config, length: str) -> None:
     """pytest-benchmark's tables with a few columns and short names, so nothing is wider than 160
     columns (``--benchmark-columns`` and ``--benchmark-name long`` bring its full tables back), and
-    its rounds bounded by ``--perf-length`` unless ``--benchmark-max-time`` is given."""
+    its rounds bounded by ``--perf-length`` unless ``--benchmark-max-time`` or ``--benchmark-min-rounds`` is given."""
     if getattr(config.option, "benchmark_columns", "absent") is None:
         config.option.benchmark_columns = ["median", "iqr", "rounds"]
     if getattr(config.option, "benchmark_name", None) == "normal":
         config.option.benchmark_name = "short"
-    given = any(str(a).startswith("--benchmark-max-time") for a in config.invocation_params.args)
-    if hasattr(config.option, "benchmark_max_time") and not given:
-        from decimal import Decimal
+    bounds = PERF_LENGTHS[length]
+    for option, value in (("benchmark_max_time", bounds.benchmark_max_time),
+                          ("benchmark_min_rounds", bounds.benchmark_min_rounds)):
+        flag = "--" + option.replace("_", "-")
+        if hasattr(config.option, option) and not any(str(a).startswith(flag) for a in config.invocation_params.args):
+            from decimal import Decimal
 
-        config.option.benchmark_max_time = Decimal(str(PERF_LENGTHS[length].benchmark_max_time))
+            setattr(config.option, option, Decimal(str(value)) if option.endswith("time") else value)
 
 
 def update_machine_info(machine_info: dict) -> None:

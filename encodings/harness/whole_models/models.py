@@ -356,13 +356,15 @@ def _computed_sinusoids(model: nn.Module) -> bool:
 
 #: A module of absolute positions, by its class name (OPT's learned, XGLM's sinusoidal table).
 ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding")
+#: Classes so named that are relative biases, not tables of absolute positions (CpmAnt's buckets).
+RELATIVE_CLASS = re.compile(r"Relative|Segment|Bias|Bucket")
 
 
 def _absolute_table(name: str, module: nn.Module) -> bool:
     """A table of absolute positions: an embedding named as GPT-2's and OPT's are, or a module of
     any class so named or so called (XGLM's sinusoidal table is no ``nn.Embedding``); never a rotary."""
     kind = type(module).__name__
-    if "Rotary" in kind or "RoPE" in kind or "Rope" in kind:
+    if "Rotary" in kind or "RoPE" in kind or "Rope" in kind or RELATIVE_CLASS.search(kind):
         return False
     named = name.endswith(("wpe", "embed_positions", "position_embeddings", "positions_embed"))
     return (named and (isinstance(module, nn.Embedding) or "Embedding" in kind)) or bool(ABSOLUTE_CLASS.search(kind))
