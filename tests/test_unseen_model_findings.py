@@ -230,3 +230,22 @@ def test_minimax_decodes_a_bare_step_at_position_0():
                       position_ids=torch.tensor([[5]])).logits[:, -1]
     assert isinstance(_cache(model(ids, use_cache=True)), transformers.DynamicCache)  # its own subclass
     assert _off(given, full) < 1e-4 < 0.1 < _off(bare, full)
+
+
+def test_trocr_decodes_past_its_sinusoid_only_in_one_pass():
+    """TrOCR's sinusoidal positions (``use_learned_position_embeddings=False``, maximum 64 here)
+    grow with a call's own length but not with its cache: one pass of 67 tokens answers, while a
+    prefill of 60 then one token a step raises an IndexError at position 64 (naming no limit)."""
+    from specs.support import LIMIT_WORDS
+
+    model = _model("TrOCRConfig", vocab_size=128, d_model=64, decoder_layers=2, decoder_attention_heads=4,
+                   decoder_ffn_dim=128, max_position_embeddings=64, use_learned_position_embeddings=False,
+                   pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    ids = _ids(67, 9)
+    with torch.no_grad():
+        cache = _cache(model(ids[:, :60], use_cache=True))
+        with pytest.raises(IndexError) as raised:
+            for step in range(60, 67):
+                cache = _cache(model(ids[:, step:step + 1], past_key_values=cache, use_cache=True))
+        assert model(ids).logits.shape == (1, 67, 128)  # one pass grows the table to its own length
+    assert step >= 62 and not any(word in str(raised.value).lower() for word in LIMIT_WORDS), (step, raised.value)

@@ -184,7 +184,7 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
     within = sum(_within(r) for r in rows)
     differences = sorted(r["difference"] for r in rows)
     noises = sorted(r["noise"] for r in rows)
-    measured = (f"Measured on {data['machine']} ({data['threads']} torch threads), torch {data['torch']}, "
+    measured = (f"Measured on {data['machine']}, torch {data['torch']}, "
                 f"{data['date']}: `pytest specs -m perf`, start-up included, {data['repeat']} short runs and "
                 f"{data['full_repeat']} full-length run(s).")
     worst = sorted(data["rows"].items(), key=lambda kv: -kv[1]["difference"])[:3]
@@ -194,15 +194,17 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
              f"{', '.join(f'{t:.1f}' for t in data['short_wall'])} |",
              f"| `pytest specs -m perf --perf-length full` | {median(data['full_wall']):.1f} s | "
              f"{', '.join(f'{t:.1f}' for t in data['full_wall'])} |", "",
-             f"×copy of the {len(rows)} benchmarks, short against full: the full run's value lies within the "
-             f"short runs' noise (their spread, at least {FLOOR:.0%}) for {within} of {len(rows)}. The short "
-             f"runs' spread: median {median(noises):.1%}, largest {noises[-1]:.1%}; the difference from the full "
-             f"run: median {median(differences):.1%}, largest {differences[-1]:.1%}.", "",
-             "The largest differences:", "", "| benchmark | short runs | full | difference | noise |",
-             "|---|---|---:|---:|---:|"]
+             *textwrap.wrap(f"×copy of the {len(rows)} benchmarks, short against full: the full run's value lies "
+                            f"within the short runs' noise (their spread, at least {FLOOR:.0%}) for {within} of "
+                            f"{len(rows)}. The short runs' spread: median {median(noises):.1%}, largest "
+                            f"{noises[-1]:.1%}; the difference from the full run: median {median(differences):.1%}, "
+                            f"largest {differences[-1]:.1%}.", 100, break_on_hyphens=False), "",
+             "The largest differences:", "", "| group | encoder | short runs | full | difference | noise |",
+             "|---|---|---|---:|---:|---:|"]
     for key, row in worst:
-        lines.append(f"| {key} | {', '.join(f'{v:.2f}' for v in row['short'])} | {row['full']:.2f} | "
-                     f"{row['difference']:.1%} | {row['noise']:.1%} |")
+        group, _, encoder = key.partition(" | ")
+        lines.append(f"| {group.split(', seq')[0]} | `{encoder}` | {', '.join(f'{v:.2f}' for v in row['short'])} | "
+                     f"{row['full']:.2f} | {row['difference']:.1%} | {row['noise']:.1%} |")
     return "\n".join([*lines, "", *_reference_lines(data)]) + "\n"
 
 
