@@ -20,6 +20,9 @@ class ModelSubject(nn.Module):
     #: True once the model answered a bare tensor: its logits, with no cache (an adapter never
     #: unpacks one as ``(logits, cache)``, which would read its rows as the two).
     logits_only = False
+    #: True where a step of the wrong shape is a cache convention the harness cannot call, not a
+    #: broken contract (:class:`~.models.HFCausalLM`).
+    continues_by_its_own_convention = False
 
     def __init__(self, model: nn.Module, traits: ModelTraits):
         super().__init__()

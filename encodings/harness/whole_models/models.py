@@ -50,6 +50,11 @@ def _logits(out) -> torch.Tensor:
 class HFCausalLM(ModelSubject):
     """transformers' causal LM: ``model(input_ids, position_ids=, attention_mask=, cache=, use_cache=True)``."""
 
+    #: A step that answers logits of another shape than its new tokens continues the cache by a
+    #: convention of the model's own (CpmAnt takes the full ids each call): its cached relations
+    #: are ``n/a``, not blocked (a user's model in the harness's convention has no such excuse).
+    continues_by_its_own_convention = True
+
     def __init__(self, model: nn.Module, traits: ModelTraits):
         super().__init__(model, traits)
         parameters = inspect.signature(model.forward).parameters
