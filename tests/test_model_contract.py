@@ -90,10 +90,3 @@ def test_a_bare_tensor_is_read_as_logits_without_a_cache():
     assert tuple(logits.shape) == (2, 5, 64) and cache is None and subject.logits_only
     assert subject.missing_cache() == "a tensor, not (logits, cache)"
 
-
-def test_a_library_model_that_continues_its_cache_its_own_way_reads_n_a_not_blocked():
-    """A transformers model's step of another shape is its convention (CpmAnt takes the full ids);
-    a user's model in the harness's own convention has no such excuse (the shape tests above)."""
-    from posenc.harness.whole_models.models import HFCausalLM
-
-    assert HFCausalLM.continues_by_its_own_convention and not TupleLM.continues_by_its_own_convention

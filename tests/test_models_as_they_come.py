@@ -307,3 +307,29 @@ def test_a_model_whose_kwargs_would_swallow_a_cache_is_one_that_takes_none(tmp_p
     assert "returns no cache" in said and "must match" not in said and "Expected size" not in said, said
     assert {State(o["state"]) for o in _outcomes(verdicts, "contract")} == {State.HOLDS}, verdicts["outcomes"]
     assert {State(o["state"]) for o in _outcomes(verdicts, "MODEL-2")} == {State.EXCLUDED}, verdicts["outcomes"]
+
+
+CPMANT = textwrap.dedent('''
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+
+    def cpmant():
+        config = AutoConfig.for_model("cpmant", vocab_size=128, hidden_size=64, num_attention_heads=4, dim_head=16,
+                                      dim_ff=128, num_hidden_layers=2, prompt_length=0, prompt_types=1)
+        return AutoModelForCausalLM.from_config(config)
+''')
+
+
+@needs_transformers
+def test_a_library_model_that_continues_its_cache_its_own_way_reads_n_a(tmp_path):
+    """CpmAnt takes the full ids with its cache: a one-token step answers no logits. That is its
+    convention, not a broken contract: its contract holds and its cached relations read n/a with
+    the reason, never BLOCK (a user's model in the harness's convention is still blocked)."""
+    verdicts = _run(tmp_path, "cpmant", "-k", "answers_logits or decoding_matches", source=CPMANT, file="cpmant.py")
+    cells = _cells(verdicts, "model_cpmant")
+    assert cells["contract"] == State.HOLDS and cells["MODEL-2"] == State.NA, cells
+    said = {o["message"] for o in _outcomes(verdicts, "MODEL-2")}
+    assert all(m.startswith("not applicable: ") and "a convention of its own" in m for m in said), said
+
