@@ -114,12 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
-    data = measure(args.repeat)
-    if args.write:
-        MEASUREMENTS.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"kept in {MEASUREMENTS}", file=sys.stderr)
-    print(budget_markdown(MEASUREMENTS) if args.write else json.dumps(data, indent=1))
-    return 0
+    return cli.keep_measurements(measure(args.repeat), MEASUREMENTS, args.write, budget_markdown)
 
 
 if __name__ == "__main__":

@@ -209,7 +209,9 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.ArgumentParser(prog="python -m posenc perf-benchmark", description="how long pytest specs -m perf takes, and whether its short length keeps the full one's ratios")
+    parser = cli.ArgumentParser(prog="python -m posenc perf-benchmark",
+                                description="how long pytest specs -m perf takes, and whether its short length "
+                                            "keeps the full one's ratios")
     parser.add_argument("--repeat", type=int, default=3, help="short runs (default 3)")
     parser.add_argument("--full-repeat", type=int, default=1, help="full-length runs (default 1)")
     parser.add_argument("--write", action="store_true", help=f"keep the figures in {RUN_MEASUREMENTS}")
@@ -217,13 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("repeat", "full_repeat"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    data = measure(args.repeat, args.full_repeat)
-    if args.write:
-        RUN_MEASUREMENTS.parent.mkdir(parents=True, exist_ok=True)
-        RUN_MEASUREMENTS.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"kept in {RUN_MEASUREMENTS}", file=sys.stderr)
-    print(run_table_markdown(RUN_MEASUREMENTS) if args.write else json.dumps(data, indent=1))
-    return 0
+    return cli.keep_measurements(measure(args.repeat, args.full_repeat), RUN_MEASUREMENTS, args.write,
+                                 run_table_markdown)
 
 
 if __name__ == "__main__":

@@ -145,13 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
-    data = measure(args.repeat, args.added)
-    if args.write:
-        MEASUREMENTS.parent.mkdir(parents=True, exist_ok=True)
-        MEASUREMENTS.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"kept in {MEASUREMENTS}", file=sys.stderr)
-    print(table_markdown(MEASUREMENTS) if args.write else json.dumps(data, indent=1))
-    return 0
+    return cli.keep_measurements(measure(args.repeat, args.added), MEASUREMENTS, args.write, table_markdown)
 
 
 if __name__ == "__main__":
