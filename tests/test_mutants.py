@@ -81,8 +81,10 @@ def _environment() -> dict:
 class MutationRun:
     """The outcomes of the spec suite on the mutants, indexed by mutant and spec."""
 
-    def __init__(self, outcomes: list[dict], wall_s: float):
+    def __init__(self, outcomes: list[dict], wall_s: float, consequences: dict | None = None):
         self.outcomes, self.wall_s = outcomes, wall_s
+        #: ``{claim: {encoder: {primary, rule}}}``: failed cells that follow from another (verdicts.json)
+        self.consequences = consequences or {}
         self.kills: dict[str, dict[str, str]] = {m: {} for m in MUTANTS}
         for o in outcomes:
             if o["state"] == KILL and o["encoder"] in self.kills:
@@ -103,6 +105,10 @@ class MutationRun:
             if o["encoder"] == mutant and o["state"] == KILL:
                 found.setdefault(o["claim"], f"{o['spec']}: {o['message']}")
         return found
+
+    def primary_claims(self, mutant: str) -> set[str]:
+        """The claims failed on ``mutant`` that are no consequence of another failed cell."""
+        return {claim for claim in self.failed_claims(mutant) if mutant not in self.consequences.get(claim, {})}
 
     def victims(self, spec: str) -> set[str]:
         return {m for m, by_spec in self.kills.items() if spec in by_spec}
@@ -134,7 +140,8 @@ def mutation_run(tmp_path_factory, mutation_report) -> MutationRun:
     if done.returncode not in (0, 1) or not verdicts.exists():  # 1: some specs failed, as they should
         pytest.fail(f"the spec run on the mutants did not complete (exit {done.returncode}):\n"
                     f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    run = MutationRun(json.loads(verdicts.read_text())["outcomes"], wall_s)
+    report = json.loads(verdicts.read_text())
+    run = MutationRun(report["outcomes"], wall_s, report.get("consequences", {}))
     mutation_report.update(run.report())
     return run
 
@@ -202,6 +209,14 @@ def test_mutant_fails_exactly_its_declared_claims(mutation_run, mutant):
         + (f"  not failed: {missed}\n" if missed else ""))
     for claim, message in sorted(failed.items()):
         print(f"{claim}: {message}")
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if EXPECTED_CLAIMS[m]])
+def test_mutant_is_blamed_first_on_its_declared_claims(mutation_run, mutant):
+    """Counted on primary cells (those that follow from no other failed cell): each is a claim the
+    mutant declares, so what a reader sees first is never a claim its defect does not break."""
+    primary = mutation_run.primary_claims(mutant)
+    assert primary and primary <= EXPECTED_CLAIMS[mutant], (mutant, sorted(primary), sorted(EXPECTED_CLAIMS[mutant]))
 
 
 @pytest.mark.parametrize("mutant", [

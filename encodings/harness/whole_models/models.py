@@ -289,6 +289,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
         found["takes_position_ids"] = "position_ids" in takes
+        found["takes_attention_mask"] = "attention_mask" in takes  # xLSTM's forward takes none: no padding
         # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
         found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES
         alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
