@@ -80,3 +80,25 @@ def test_an_encoder_that_edits_its_input_has_no_history():
     """Each probe call gets its own copy: an input written in place is the contract's finding, and
     the rules make the other cells its consequences (docs/reference/states.md)."""
     assert history_problem(_like_rope("rotates_in_place", RotatesInPlace), "cpu") is None
+
+
+class TakesNoPositions(RotaryEmbedding):
+    """A correct RoPE behind a wrapper that, like rotary-embedding-torch's xPos record, skips any
+    call with explicit positions."""
+
+    def forward(self, x, positions=None, *, offset=0):
+        if positions is not None:
+            from posenc.harness.references.contract import Excluded
+
+            raise Excluded("takes no positions")
+        return super().forward(x, offset=offset)
+
+
+def test_an_encoder_that_skips_explicit_positions_gives_the_later_probe_no_verdict():
+    """The probe at later positions reads such a skip as no verdict: it never escapes into the
+    spec that asked (which then read every cell of the encoder as excluded)."""
+    try:
+        problem = history_problem(_like_rope("takes_no_positions", TakesNoPositions), "cpu")
+    except pytest.skip.Exception as escaped:
+        pytest.fail(f"the probe's skip escaped into the caller: {escaped}")
+    assert problem is None
