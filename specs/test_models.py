@@ -848,23 +848,32 @@ def _packing(record, device, regime):
 
 def _packing_attributed(record, device, regime):
     """Documents told by position ids that restart: a leak is the positions misread, so the
-    positions are blamed. Documents told by ids: blamed as the other relations are."""
+    positions are blamed, unless the model's mask never reads its position ids (then the leak is
+    the mask's). Documents told by ids: blamed as the other relations are."""
     if record.model.packing == "document_ids":
         _attributed(_packing, record, device, regime)
-    elif not Fresh(record, device).traits.mask_reads_positions:  # its mask never sees the restarts
-        try:
-            _packing(record, device, regime)
-        except NotPositional:
-            raise
-        except ClaimViolation as violation:
-            details = {k: v for k, v in violation.details.items() if k != "reproducer"}
-            s.not_positional(f"{_summary(violation)} (the attention mask never reads the position ids)",
-                             blame="the model's attention mask, not its positions",
-                             **details, **{"the model's mask": "built without the position ids, so transformers "
-                                                               "never looks for packed documents: they attend "
-                                                               "each other"})
-    else:
+        return
+    try:
         _packing(record, device, regime)
+    except NotPositional:
+        raise
+    except ClaimViolation as violation:
+        if _mask_reads_positions(record, device):
+            raise
+        details = {k: v for k, v in violation.details.items() if k != "reproducer"}
+        s.not_positional(f"{_summary(violation)} (the attention mask never reads the position ids)",
+                         blame="the model's attention mask, not its positions",
+                         **details, **{"the model's mask": "built without the position ids, so transformers "
+                                                           "never looks for packed documents: they attend each other"})
+
+
+def _mask_reads_positions(record, device) -> bool:
+    """Whether the model's attention mask reads its position ids (asked only once a packed leak is
+    found): transformers' models are watched through one call; any other model is taken at its word."""
+    from posenc.harness.whole_models.models import is_transformers_model, reads_packed_positions
+
+    model = _inner(Fresh(record, device).pristine)
+    return not is_transformers_model(model) or reads_packed_positions(model)
 
 
 @pytest.mark.claim("MODEL-8", kinds=("model",))

@@ -70,7 +70,7 @@ def test_benchmark(benchmark, perf_record, perf_device, mode, batch, perf_sessio
     device = perf_device
     length = profiling.PERF_LENGTHS[perf_session.length]
     work = profiling.make_workload(perf_record, batch=batch, dtype=DTYPE, device=device,
-                                   backward=mode != "forward", warmup=length.warmup)
+                                   backward=mode != "forward", warmup=length.warmup, fixed_shapes=True)
     benchmark.group = (f"{device} {mode}: batch {batch}, seq {profiling.DOC_SEQ}, "
                        f"d_model {profiling.DOC_D_MODEL}, {profiling.DOC_HEADS} heads, float32")
     # ×copy: before each timed round a copy of the call's minimum bytes is timed too (pedantic's

@@ -73,7 +73,8 @@ def test_state_kept_by_length_is_found_by_a_call_at_later_positions():
     """The same input twice hits the same cache entry; the same length at other positions does not."""
     problem = history_problem(_like_rope("keyed_by_length", KeyedByLength), "cpu")
     assert problem is not None and problem.startswith("a call at positions 7…11 on a keyed_by_length called at 0…4 "
-                                                      "before differs from a fresh one's by "), problem
+                                                      "before differs by "), problem
+    assert problem.endswith("from a fresh one's: its output depends on the calls before"), problem
 
 
 def test_an_encoder_that_edits_its_input_has_no_history():

@@ -224,14 +224,12 @@ def _build(name: str, config_class: str, arguments: dict, traits: ModelTraits):
         import transformers
         from transformers import AutoModelForCausalLM
 
-        from posenc.harness.whole_models.models import HFCausalLM, reads_packed_positions
+        from posenc.harness.whole_models.models import HFCausalLM
 
         transformers.logging.set_verbosity_error()
         model_config = getattr(transformers, config_class)(**arguments)
-        model = AutoModelForCausalLM.from_config(model_config, dtype=config.dtype).to(config.device)
-        # read off the model, as --model reads it (traits_of)
-        read = traits.takes_position_ids and reads_packed_positions(model)
-        return HFCausalLM(model, dataclasses.replace(traits, mask_reads_positions=read))
+        model = AutoModelForCausalLM.from_config(model_config, dtype=config.dtype)
+        return HFCausalLM(model.to(config.device), traits)
 
     return build
 

@@ -62,7 +62,7 @@ def block_if_unjudgeable(case: SpecCase, timed_out: dict[str, str], device: str)
     if case.claim != CONTRACT and record.kind != "producer":  # a producer's contract is its protocol's answer
         from ..references.contract import model_not_applicable, model_problem  # its logits' shape, its cache
 
-        problem = model_problem(record, case.claim, device) if record.kind == "model" else \
+        problem = model_problem(record, device) if record.kind == "model" else \
             contract_problem(record, case.dtype, device)
         if problem:
             raise Blocked(f"blocked by the contract: {problem}")

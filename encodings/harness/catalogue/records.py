@@ -325,9 +325,6 @@ class ModelTraits:
     #: restart tell them, transformers' packed format), ``document_ids`` (a ``document_ids=``
     #: keyword of shape (batch, seq)), or ``none``.
     packing: Literal["none", "positions", "document_ids"] = "none"
-    #: Its attention mask reads the position ids (transformers looks for packed documents there);
-    #: False: a packed leak is the mask's, not the positions' (BERT's, BioGPT's, gpt-oss's mask).
-    mask_reads_positions: bool = True
     #: False: the model needs positions given (its own regime of the relations is n/a).
     own_positions: bool = True
     #: A vision-language model with M-RoPE ids ``(3, batch, seq)``: its build returns a

@@ -17,11 +17,12 @@ benchmark's timeline to its Images tab: all of it readable with no network.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
 
-from . import plots
+from . import plots, profiling
 from ..verdicts.width import terminal_width, wrap
 
 
@@ -32,10 +33,7 @@ def _mib(n) -> str:
 
 def _top(row: dict) -> str:
     top = row.get("top_ops") or []
-    if not top:
-        return ""
-    name = "compiled graph" if top[0][0].startswith("## Call CompiledFxGraph") else top[0][0].removeprefix("aten::")
-    return f"{name[:18]} {top[0][1]:.0%}"
+    return f"{profiling.operator_label(top[0][0])[:18]} {top[0][1]:.0%}" if top else ""
 
 
 def summary_lines(benchmarks: list[dict]) -> list[str]:
@@ -75,8 +73,6 @@ def best_line(rows: list[dict]) -> str:
 
 def duration_line(perf) -> str:
     """How long the run took to its summary, and at which ``--perf-length``."""
-    import time
-
     other = "full" if perf.length == "short" else "short"
     return (f"perf run: {len(perf.benchmarks)} benchmarks, {time.perf_counter() - perf.started:.0f} s to this "
             f"summary ({perf.length} length; --perf-length {other} for the other)")

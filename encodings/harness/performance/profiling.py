@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -107,35 +108,35 @@ class Workload:
 
 #: glibc's ``mallopt`` parameters: buffers below the mmap threshold come from the heap.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_STEADY: list[bool] = []
 
 
+@functools.cache
 def steady_allocator() -> bool:
     """Let glibc's malloc serve buffers up to 32 MiB (its largest mmap threshold) from its heap and
     keep freed memory (trim threshold 1 GiB), as a caching allocator (CUDA's, jemalloc) would.
     Otherwise each output above the default threshold (128 KiB, raised only to the last size freed)
     is a fresh mapping whose pages fault on first write, and a benchmark of a 1.5 MiB output times
     the kernel's page faults, not the encoder. Once per process; False where there is no glibc."""
-    if not _STEADY:
-        import ctypes
-        import ctypes.util
+    import ctypes
+    import ctypes.util
 
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _STEADY.append(bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) and libc.mallopt(_M_TRIM_THRESHOLD, 2**30)))
-        except (OSError, AttributeError):
-            _STEADY.append(False)
-    return _STEADY[0]
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) and libc.mallopt(_M_TRIM_THRESHOLD, 2**30))
+    except (OSError, AttributeError):
+        return False
 
 
 def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, d_model: int = DOC_D_MODEL,
                   n_heads: int = DOC_HEADS, dtype: torch.dtype = torch.float32, device: str = "cpu",
-                  backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2) -> Workload:
+                  backward: bool = False, seed: int = 0, max_len: int | None = None, warmup: int = 2,
+                  fixed_shapes: bool = False) -> Workload:
     """Build ``record`` at this size, warm it up (caches filled, kernels compiled) and measure its
-    bytes, with the allocator steady (:func:`steady_allocator`)."""
+    bytes, with the allocator steady (:func:`steady_allocator`). ``fixed_shapes``: a compiled encoder
+    is compiled for this size alone, as a model of fixed shapes compiles it (``fused.py``)."""
     steady_allocator()
     module = build_subject(record, dtype=dtype, device=device, d_model=d_model, n_heads=n_heads, max_len=max_len or seq)
-    for part in module.modules():  # a compiled encoder is timed as fixed shapes compile it (fused.py)
+    for part in module.modules() if fixed_shapes else ():
         if hasattr(part, "static_shapes"):
             part.static_shapes = True
     generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -214,9 +215,13 @@ class PeakSource:
     nbytes: int  # that allocation's size
 
     def __str__(self) -> str:
-        # a compiled graph's span is named by its cache key, which changes from build to build
-        op = "compiled graph" if self.op.startswith("## Call CompiledFxGraph") else self.op.removeprefix("aten::")
-        return f"{op} {self.nbytes / 2**20:.2f} MiB"
+        return f"{operator_label(self.op)} {self.nbytes / 2**20:.2f} MiB"
+
+
+def operator_label(name: str) -> str:
+    """An operator's name as the tables show it: ``aten::`` dropped, and a compiled graph's span,
+    named by a cache key that changes from build to build, shown as ``compiled graph``."""
+    return "compiled graph" if name.startswith("## Call CompiledFxGraph") else name.removeprefix("aten::")
 
 
 def peak_source_from_trace(events: list[dict], cuda: bool = False) -> PeakSource:

@@ -125,21 +125,27 @@ def _history(record: EncoderRecord, dtype: torch.dtype, device: str) -> str | No
             answers = [module(x.clone()).to(torch.float64) for _ in range(HISTORY_CALLS)]
     except Exception:  # noqa: BLE001 - a crash is the specs' to report
         return None
-    first = answers[0]
-    finite = torch.isfinite(first)
-    if not bool(finite.any()):
-        return None  # no finite answer to compare: the contract's finiteness reports it
-    bound = record.tolerance(dtype).bound(float(first[finite].abs().max()))
     for call, answer in enumerate(answers[1:], start=2):
-        changed = torch.isfinite(answer) != finite
-        if bool(changed.any()):
-            return (f"call {call} of one input on a fresh {record.name} is non-finite where call 1 was finite, or "
-                    f"finite where it was not, at {int(changed.sum())} entries: its output depends on the calls before")
-        error = float((answer - first)[finite].abs().max())
-        if error > bound:
-            return (f"call {call} of one input on a fresh {record.name} differs from call 1 by {error:.3g} "
-                    f"(bound {bound:.3g}): its output depends on the calls before")
+        changed = _changed(answers[0], answer, record, dtype)
+        if changed:
+            return (f"call {call} of one input on a fresh {record.name} {changed} call 1's: its output depends "
+                    "on the calls before")
     return _later_positions_history(record, dtype, device, x)
+
+
+def _changed(reference: torch.Tensor, answer: torch.Tensor, record: EncoderRecord, dtype: torch.dtype) -> str | None:
+    """How ``answer`` differs from ``reference`` past the record's bound in ``dtype`` (finite where
+    it was not, or the other way; or by more than the bound), or None; None too where
+    ``reference`` has no finite entry (the contract's finiteness reports it)."""
+    finite = torch.isfinite(reference)
+    if not bool(finite.any()):
+        return None
+    flipped = torch.isfinite(answer) != finite
+    if bool(flipped.any()):
+        return f"is finite where it was not, or the other way, at {int(flipped.sum())} entries of"
+    bound = record.tolerance(dtype).bound(float(reference[finite].abs().max()))
+    error = float((answer - reference)[finite].abs().max())
+    return f"differs by {error:.3g} (bound {bound:.3g}) from" if error > bound else None
 
 
 #: The history check's second probe: positions ``LATER …`` on a module called at ``0 …`` before.
@@ -160,17 +166,9 @@ def _later_positions_history(record: EncoderRecord, dtype: torch.dtype, device: 
             after, alone = (m(x.clone(), later).to(torch.float64) for m in (used, fresh))
     except (Exception, pytest.skip.Exception):  # noqa: BLE001 - no explicit positions (an encoder's wrapper
         return None                               # skips), or a crash: the specs report those
-    finite = torch.isfinite(alone)
-    if not bool(finite.any()) or not torch.equal(torch.isfinite(after), finite):
-        return None if not bool(finite.any()) else (
-            f"a call at positions {LATER}…{LATER + n - 1} on a {record.name} called at 0…{n - 1} before is "
-            "non-finite where a fresh one's is finite, or finite where it is not: its output depends on the calls before")
-    bound = record.tolerance(dtype).bound(float(alone[finite].abs().max()))
-    error = float((after - alone)[finite].abs().max())
-    if error > bound:
-        return (f"a call at positions {LATER}…{LATER + n - 1} on a {record.name} called at 0…{n - 1} before differs "
-                f"from a fresh one's by {error:.3g} (bound {bound:.3g}): its output depends on the calls before")
-    return None
+    changed = _changed(alone, after, record, dtype)
+    return (f"a call at positions {LATER}…{LATER + n - 1} on a {record.name} called at 0…{n - 1} before {changed} "
+            "a fresh one's: its output depends on the calls before") if changed else None
 
 
 #: The model relations that continue a sequence with the model's cache (decoding, chunks, padded
@@ -181,7 +179,7 @@ MODEL_PROBE_ROWS, MODEL_PROBE_TOKENS = 2, 16
 _MODEL_PROBES: dict[tuple[str, str], tuple[str | None, str | None]] = {}
 
 
-def model_problem(record: EncoderRecord, claim: str, device: str) -> str | None:
+def model_problem(record: EncoderRecord, device: str) -> str | None:
     """Why no relation can be judged on the whole model ``record``: logits of the wrong shape; None
     where they can, or where the model cannot be called (the specs report that). Probed once per
     model and device."""

@@ -6,6 +6,8 @@ start-up (``options.read``): a file that cannot be compared stops the run before
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from ..performance import history, machine
 from ..performance.profiling import PERF_LENGTHS
 from .session import PerfSession
@@ -24,8 +26,6 @@ def configure_benchmarks(config, length: str) -> None:
                           ("benchmark_min_rounds", bounds.benchmark_min_rounds)):
         flag = "--" + option.replace("_", "-")
         if hasattr(config.option, option) and not any(str(a).startswith(flag) for a in config.invocation_params.args):
-            from decimal import Decimal
-
             setattr(config.option, option, Decimal(str(value)) if option.endswith("time") else value)
 
 

@@ -126,8 +126,8 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
               if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
     tables = {id(m) for _, m, _ in found}  # and absolute sinusoids of their own class (TrOCR's, XGLM's)
     found += [(f"{name} ({type(module).__name__})", module, _zeros) for name, module in model.named_modules()
-              if id(module) not in tables and "Sinusoid" in type(module).__name__ and not _outermost(module, ROTARY)
-              and "Rotary" not in type(module).__name__]
+              if id(module) not in tables and "Sinusoid" in type(module).__name__
+              and not ROTARY.search(type(module).__name__) and not _outermost(module, ROTARY)]
     return found
 
 

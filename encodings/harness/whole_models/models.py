@@ -302,7 +302,6 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
         # transformers tells packed documents by position ids that restart, where the model's mask reads them
         found["packing"] = "positions" if found["takes_position_ids"] else "none"
-        found["mask_reads_positions"] = found["takes_position_ids"] and reads_packed_positions(model)
         found["table_grows"] = absolute and _computed_sinusoids(model)
         threshold = rescaling_threshold(_rope_type(config), ModelTraits(**{
             k: v for k, v in found.items() if k in ("max_position", "original_max_position")}))
@@ -328,7 +327,7 @@ def reads_packed_positions(model: nn.Module) -> bool:
     """Whether the model's mask reads packed documents off restarting position ids: transformers'
     ``masking_utils`` looks for them only where a model hands its mask the position ids (BERT's,
     BioGPT's and XGLM's do not: no packed-sequence support). One call on tokens 0…2 twice; a model
-    that cannot be so called is taken at its signature."""
+    that cannot be so called is taken to read them (its relation then blames the positions)."""
     import transformers.masking_utils as masking
 
     if not hasattr(masking, "find_packed_sequence_indices"):
