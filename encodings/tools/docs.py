@@ -25,7 +25,7 @@ from posenc.harness.verdicts.matrix import declared_matrix, render_markdown, rol
 from posenc.harness.catalogue.spec_index import spec_functions
 from posenc.harness.catalogue.states import State
 from posenc.tools import cli
-from posenc.tools.perf_figures import documents_table_markdown, perf_table_markdown, run_table_markdown, write_measurements
+from posenc.tools.perf_figures import documents_table_markdown, perf_table_markdown, run_summary_markdown, run_table_markdown, write_measurements
 from posenc.tools import model_benchmark, precision, reference, suite_benchmark
 
 
@@ -182,6 +182,7 @@ SECTIONS = {
     "suite-benchmark": suite_benchmark.table_markdown,
     "suite-summary": suite_benchmark.summary_markdown,
     "perf-run": run_table_markdown,
+    "perf-summary": run_summary_markdown,
 }
 README = Path("README.md")
 DOCS = Path("docs")

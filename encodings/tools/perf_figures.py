@@ -208,6 +208,16 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
     return "\n".join([*lines, "", *_reference_lines(data)]) + "\n"
 
 
+def run_summary_markdown(path: Path = RUN_MEASUREMENTS) -> str:
+    """One sentence for README: the perf run's wall time at both lengths, where it was measured."""
+    if not Path(path).exists():
+        return "(the perf run's wall time is not measured yet: `python -m posenc perf-benchmark --write`)\n"
+    data = json.loads(Path(path).read_text())
+    text = (f"The first line takes {statistics.median(data['short_wall']):.0f} s on {data['machine']} "
+            f"({statistics.median(data['full_wall']):.0f} s at `--perf-length full`; {data['date']}).")
+    return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False)) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = cli.ArgumentParser(prog="python -m posenc perf-benchmark",
                                 description="how long pytest specs -m perf takes, and whether its short length "
