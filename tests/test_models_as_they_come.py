@@ -8,6 +8,7 @@ would be; each run is a subprocess of ``pytest specs --model FILE:NAME``.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -56,6 +57,12 @@ MODELS = textwrap.dedent('''
 
     def llama():
         return AutoModelForCausalLM.from_config(transformers.LlamaConfig(**COMMON), attn_implementation="eager")
+
+    def xlstm():
+        config = transformers.AutoConfig.for_model(
+            "xlstm", vocab_size=128, hidden_size=64, embedding_dim=64, num_hidden_layers=2, num_blocks=2,
+            num_heads=4, qk_dim_factor=1.0, chunk_size=16, pad_token_id=0, initializer_range=0.2)
+        return AutoModelForCausalLM.from_config(config)
 ''')
 
 
@@ -177,6 +184,11 @@ def test_recurrent_layers_and_position_code_are_read_from_the_model():
     assert "block_types" in layers.configured or "layer_types" in layers.configured, layers
     assert [m.split()[0] for m in layers.modules] == ["model.layers.0.temporal_block", "model.layers.2.temporal_block"]
     assert not attribution.recurrent_layers(plain)
+    # xLSTM's config names no layer types and its classes carry its prefix ("xLSTMLayer"): its
+    # blocks are read by their attribute's name, their norm ("norm_mlstm") left out.
+    blocks = attribution.recurrent_layers(namespace["xlstm"]())
+    assert [m.split()[0] for m in blocks.modules] == ["backbone.blocks.0.mlstm_layer",
+                                                        "backbone.blocks.1.mlstm_layer"], blocks
     assert attribution.position_code(plain) == ["model.rotary_emb (LlamaRotaryEmbedding)"]
 
 
@@ -333,3 +345,72 @@ def test_a_library_model_that_continues_its_cache_its_own_way_reads_n_a(tmp_path
     said = {o["message"] for o in _outcomes(verdicts, "MODEL-2")}
     assert all(m.startswith("not applicable: ") and "a convention of its own" in m for m in said), said
 
+
+
+# ------------------------------------------------------------------ a discrete choice that flips
+
+
+class _Router(torch.nn.Module):
+    """Picks the larger of two scores: its index is a discrete choice."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = torch.nn.Linear(2, 2, bias=False)
+
+    def forward(self, x):
+        scores = self.score(x)
+        return scores, scores.argmax(-1)
+
+
+def test_choices_recorded_on_one_model_are_replayed_on_another():
+    """The probe's teeth: a copy whose router would choose otherwise chooses what the first did,
+    in its own dtype, and a model without integer outputs records nothing."""
+    router = torch.nn.Sequential(_Router())
+    with torch.no_grad():
+        router[0].score.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+    x = torch.tensor([[2.0, 1.0]])
+    choices = attribution.Selections().record(router)
+    assert int(router(x)[1]) == 0
+    choices.remove()
+    assert choices.modules() == ["0"]
+    swapped = copy.deepcopy(router).to(torch.float64)
+    with torch.no_grad():
+        swapped[0].score.weight.copy_(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    assert int(swapped(x.double())[1]) == 1
+    choices.replay(swapped)
+    scores, index = swapped(x.double())
+    assert int(index) == 0 and scores.dtype == torch.float64
+    assert int(swapped(x.double())[1]) == 1  # one recorded call, one replayed
+    assert not attribution.Selections().record(torch.nn.Sequential(torch.nn.Linear(2, 2))).recorded
+
+
+EXAONE_MOE = textwrap.dedent('''
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+
+    def exaone_moe():
+        torch.manual_seed(0)
+        config = AutoConfig.for_model(
+            "exaone_moe", vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=128, max_position_embeddings=2048, initializer_range=0.2,
+            head_dim=16, sliding_window=8, layer_types=["sliding_attention", "full_attention"], num_experts=4,
+            num_experts_per_tok=2, moe_intermediate_size=32, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+''')
+
+
+@needs_transformers
+def test_an_expert_choice_flipped_under_autocast_is_not_the_rotations_precision(tmp_path):
+    """EXAONE-MoE under bf16 autocast keeps its angles in fp32, yet a query at 3000 is far from the
+    fp32 logits: one router picks other experts there. Held to the fp32 model's choices, the query
+    is within bound, so autocast is not named a loss of the rotation's precision;
+    ``model.to(torch.bfloat16)``, which rounds ``inv_freq``, still is."""
+    verdicts = _run(tmp_path, "exaone_moe", "-k", "bf16", source=EXAONE_MOE, file="exaone_moe_user.py")
+    (outcome,) = _outcomes(verdicts, "MODEL-6")
+    message = outcome["message"]
+    head = message.split(" (under ")[0]
+    assert "model.to(torch.bfloat16)" in head and "autocast" not in head, message
+    assert " (under bf16 autocast" in message, message  # the terminal's details name the router held

@@ -7,7 +7,8 @@ rests on: the model with its position code neutralised, and with its recurrent l
   Where a relation still fails on such a model, the positions do not cause the violation.
 * **Recurrent layers.** A layer that carries a state along the sequence (Mamba mixers, linear
   or delta-rule attention, short convolutions, RG-LRU blocks): the model's config names them
-  (``layer_types``, ``block_types``, ``layers_block_type``) and its modules are classes named so.
+  (``layer_types``, ``block_types``, ``layers_block_type``) and its modules are classes or
+  attributes named so (``MambaMixer``; xLSTM's ``mlstm_layer``).
   Held at zero (their output replaced by zeros), a violation that vanishes is theirs.
 
 Both probes are forward hooks on a copy of the model; nothing here edits a model's code.
@@ -26,10 +27,12 @@ ROTARY = re.compile(r"rotary|rope", re.I)
 #: Learned position tables, by attribute name.
 POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings")
 #: Class names (less the model's own prefix) of layers that carry a state along the sequence.
-RECURRENT = re.compile(r"mamba|mixer|lightning|linearattention|deltanet|delta|shortconv|recurrent|rglru|ssm|rwkv"
-                       r"|retention|xlstm|hyena", re.I)
+RECURRENT = re.compile(r"mamba|mixer|lightning|linearattention|linear_attn|deltanet|delta|shortconv|recurrent|rglru"
+                       r"|ssm|rwkv|retention|lstm|hyena", re.I)
 #: Config layer types of such layers.
 RECURRENT_TYPES = re.compile(r"mamba|linear|conv|recurrent|ssm|rnn|delta|hybrid", re.I)
+#: Normalisations (``norm_mlstm``): named for the layer they feed, never a layer themselves.
+NORM = re.compile(r"norm", re.I)
 
 
 def _short_name(module: nn.Module, prefix: str) -> str:
@@ -47,16 +50,17 @@ def _prefix(model: nn.Module) -> str:
 
 
 def _outermost(model: nn.Module, pattern: re.Pattern, skip: re.Pattern | None = None) -> list[tuple[str, nn.Module]]:
-    """Submodules whose class name (less the model's prefix) matches ``pattern``, none inside
-    another; a match whose name also matches ``skip`` is looked into instead."""
+    """Submodules whose class name (less the model's prefix) or attribute name matches ``pattern``,
+    none inside another. A class-name match that also matches ``skip`` is looked into instead; an
+    attribute name (``mamba``, ``mlstm_layer``) is its parent's word for it and is taken as is."""
     prefix, found = _prefix(model), []
     for name, module in model.named_modules():
-        if not name or isinstance(module, (nn.Linear, nn.Embedding, nn.ModuleList)):
+        if not name or isinstance(module, (nn.Linear, nn.Embedding, nn.ModuleList)) or NORM.search(type(module).__name__):
             continue
         if any(name.startswith(outer + ".") for outer, _ in found):
             continue
-        short = _short_name(module, prefix)
-        if pattern.search(short) and not (skip and skip.search(short)):
+        short, attribute = _short_name(module, prefix), name.rsplit(".", 1)[-1]
+        if pattern.search(attribute) or (pattern.search(short) and not (skip and skip.search(short))):
             found.append((name, module))
     return found
 
@@ -152,3 +156,58 @@ def hold_recurrent_layers(model: nn.Module) -> list[str]:
             module.register_forward_hook(_zeros)
             held.append(name)
     return held
+
+
+def _has_choice(output) -> bool:
+    """Whether a module's output holds an integer tensor: indices it chose (top-k experts or keys)."""
+    parts = output if isinstance(output, (tuple, list)) else (output,)
+    return any(isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
+               and t.dtype != torch.bool for t in parts)
+
+
+def _like(recorded, live):
+    """``recorded`` in ``live``'s dtypes: each floating tensor cast to the live one's dtype."""
+    if isinstance(recorded, torch.Tensor):
+        return recorded.to(live.dtype) if recorded.is_floating_point() and live.is_floating_point() else recorded
+    return type(recorded)(_like(r, l) for r, l in zip(recorded, live))
+
+
+class Selections:
+    """The discrete choices a model makes in its calls (a router's top-k experts, an indexer's
+    top-k keys): each module whose output holds integer indices, recorded on one model and
+    replayed, in call order, on a copy of it (floats cast to the copy's dtypes). A violation that
+    vanishes with the choices held is one of a choice flipped, not of the precision it measures."""
+
+    def __init__(self):
+        self.recorded: dict[str, list] = {}
+        self._handles: list = []
+
+    def record(self, model: nn.Module) -> Selections:
+        def keep(name):
+            def hook(module, args, output):
+                if _has_choice(output):
+                    self.recorded.setdefault(name, []).append(
+                        type(output)(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in output)
+                        if isinstance(output, (tuple, list)) else output.detach().clone())
+            return hook
+        self._handles += [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
+        return self
+
+    def replay(self, model: nn.Module) -> Selections:
+        queue = {name: list(outputs) for name, outputs in self.recorded.items()}
+        modules = dict(model.named_modules())
+
+        def give(name):
+            def hook(module, args, output):
+                return _like(queue[name].pop(0), output) if queue[name] else output
+            return hook
+        self._handles += [modules[name].register_forward_hook(give(name)) for name in queue if name in modules]
+        return self
+
+    def modules(self) -> list[str]:
+        return sorted(self.recorded)
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
