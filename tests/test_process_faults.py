@@ -178,13 +178,15 @@ def test_a_run_out_of_memory_in_pytests_own_code_ends_with_the_way_to_its_outcom
                                             "    if report.when == 'call':\n"
                                             "        raise MemoryError('out of memory')\n")
     result = run_specs("-p", "oom_plugin", "--encoders", "rope_interleaved", "-k", "contract and shape",
-                       matrix_dir=tmp_path / "reports", env={"PYTHONPATH": str(tmp_path)})
+                       matrix_dir=tmp_path / "reports", env={"PYTHONPATH": str(tmp_path), "COLUMNS": "80"})
     assert result.returncode == 3, result.stdout[-1500:]
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     internal = [line for line in result.stderr.splitlines() + result.stdout.splitlines() if "INTERNALERROR" in line]
     assert len(internal) <= 4, internal  # pytest's traceback cut to the frame that ran out
-    assert last.startswith("posenc: the run ran out of memory in pytest's own code") and \
-        f"python -m posenc report --recover --matrix-dir {tmp_path / 'reports'}" in last, last
+    said = result.stderr[result.stderr.index("posenc: "):]
+    assert said.startswith("posenc: the run ran out of memory in pytest's own code"), said
+    assert last == f"    python -m posenc report --recover --matrix-dir {tmp_path / 'reports'}", last
+    assert max(map(len, said.splitlines()[:-1])) <= 80, said  # the prose fits the terminal; the command is whole
 
 
 def test_a_spec_without_a_record_is_guarded_and_its_leak_named(tmp_path):

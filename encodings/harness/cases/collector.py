@@ -11,11 +11,13 @@ each cell expects). The ``loadgroup`` scheduler is the harness's own (:mod:`.sch
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import pytest
 
 from ..verdicts.journal import Journal, spec_name
 from ..verdicts.matrix import Outcome
+from ..verdicts.width import terminal_width
 from ..catalogue.states import State
 
 OUTCOME = "posenc_outcome"  # the user property that carries a spec's outcome to the controller
@@ -59,10 +61,13 @@ class OutcomeCollector:
             return (yield)
         _last_frame_only(excrepr)
         shown = yield
-        kept = (f"its journal keeps the outcomes judged so far: python -m posenc report --recover --matrix-dir "
-                f"{self.state.settings.matrix_dir}" if self.journal is not None else "no journal was kept")
-        sys.stderr.write(f"posenc: the run ran out of memory in pytest's own code "
-                         f"({excinfo.typename}: {str(excinfo.value)[:120]}) and stopped; {kept}\n")
+        said = (f"posenc: the run ran out of memory in pytest's own code ({excinfo.typename}: "
+                f"{str(excinfo.value)[:120]}) and stopped; "
+                + ("its journal keeps the outcomes judged so far:" if self.journal is not None else "no journal was kept"))
+        lines = textwrap.wrap(said, terminal_width(), subsequent_indent="    ")
+        if self.journal is not None:  # the command on a line of its own, to copy
+            lines.append(f"    python -m posenc report --recover --matrix-dir {self.state.settings.matrix_dir}")
+        sys.stderr.write("\n".join(lines) + "\n")
         return shown
 
     def started(self, test_id: str, claim: str, encoder: str) -> None:
