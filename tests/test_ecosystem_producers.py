@@ -1,5 +1,6 @@
 """Real position producers judged on their own: transformers' ``get_rope_index`` of four VLM
-families and its vision-grid ids, ``DataCollatorWithFlattening``, torch's context-parallel load
+families and its vision-grid ids, ``DataCollatorWithFlattening``, torchtune's ``PackedDataset``,
+Megatron-core's position ids reset at each end of document, torch's context-parallel load
 balancers (``posenc.ecosystem.position_producers``). The run's FAIL cells are exactly the findings
 (``posenc.ecosystem.findings.PRODUCER_FINDINGS``), and each is reproduced below by transformers alone.
 
@@ -36,8 +37,8 @@ def test_the_real_producers_fail_exactly_the_findings(producer_matrix):
            if State(state) not in (State.HOLDS, State.NA)}
     assert red == findings.PRODUCER_FINDINGS
     judged = {encoder for row in producer_matrix.values() for encoder, state in row.items() if State(state) == State.HOLDS}
-    assert {"tf_ids_qwen3_vl", "tf_ids_glm4v", "tf_vision_grid", "tf_flattening", "torch_cp_head_tail",
-            "torch_cp_per_document_head_tail"} <= judged
+    assert {"tf_ids_qwen3_vl", "tf_ids_glm4v", "tf_vision_grid", "tf_flattening", "torchtune_packed",
+            "megatron_reset_ids", "torch_cp_head_tail", "torch_cp_per_document_head_tail"} <= judged
 
 
 def _get_rope_index(config_class, model_class, **vision):

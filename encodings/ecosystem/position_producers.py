@@ -7,6 +7,11 @@ each called on its own with no model run and judged on the IDS, PACK and CP clai
   vision towers of Qwen2.5-VL, Qwen3-VL and GLM-4.1V rotate by;
 * ``tf_flattening``: transformers' ``DataCollatorWithFlattening`` (positions, ``cu_seq_lens``,
   ``seq_idx``);
+* ``torchtune_packed``: torchtune's ``PackedDataset`` (``input_pos``, ``seq_lens``), its pack
+  padded to a multiple of 8;
+* ``megatron_reset_ids``: Megatron-core's GPT position ids and mask with resets at each
+  end-of-document token (``_get_ltor_masks_and_position_ids``), each document followed by the
+  token as its dataset does; the end tokens' columns dropped, the boundaries read off its mask;
 * ``torch_cp_*``: the load balancers of torch's context parallelism
   (``torch.distributed.tensor.experimental._context_parallel._load_balancer``) applied to a
   sequence's tokens and ids, their ``restore`` indices as ``restore``.
@@ -70,6 +75,49 @@ class _Flattening:
                 "cu_seq_lens": batch["cu_seq_lens_q"], "seq_idx": batch["seq_idx"]}
 
 
+class _TorchtunePacked:
+    """torchtune's ``PackedDataset`` packing the documents into one pack, padded to a multiple of 8;
+    its ``seq_lens`` (the padding one of them) as ``cu_seq_lens``."""
+
+    def __call__(self, examples):
+        import contextlib
+        import io
+
+        import torch
+        from torchtune.datasets import PackedDataset
+
+        documents = [{"tokens": list(e["input_ids"]), "labels": list(e["input_ids"])} for e in examples]
+        length = sum(len(d["tokens"]) for d in documents)
+        with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
+            pack = PackedDataset(documents, max_seq_len=-(-length // 8) * 8, padding_idx=0)[0]
+        cu = torch.cat((torch.zeros(1, dtype=torch.int32), pack["seq_lens"].cumsum(0).to(torch.int32)))
+        return {"input_ids": pack["tokens"][None], "position_ids": pack["input_pos"][None], "cu_seq_lens": cu}
+
+
+#: The end-of-document token Megatron's documents end with here (no document's token).
+EOD = 2
+
+
+class _MegatronResetIds:
+    """Megatron-core's position ids reset after each end-of-document token, on the documents each
+    followed by that token; the end tokens' columns dropped and the documents' starts read off its
+    attention mask (a token that may not see the one before it starts a document)."""
+
+    def __call__(self, examples):
+        import torch
+        from megatron.core.datasets.gpt_dataset import _get_ltor_masks_and_position_ids
+
+        row = torch.tensor([t for e in examples for t in (*e["input_ids"], EOD)])
+        mask, _, positions = _get_ltor_masks_and_position_ids(row, EOD, True, True, False, True)
+        blocked = mask[0]  # True: may not attend
+        kept = row != EOD
+        starts = [0] + [i for i in range(1, len(row)) if blocked[i, i - 1]]
+        seq_idx = torch.zeros(len(row), dtype=torch.int32)
+        for start in starts[1:]:
+            seq_idx[start:] += 1
+        return {"input_ids": row[kept][None], "position_ids": positions[kept][None], "seq_idx": seq_idx[kept][None]}
+
+
 class _LoadBalanced:
     """A torch load balancer's order, then equal contiguous pieces a rank (as torch's context
     parallelism shards the rearranged sequence); ``restore`` by its restore indices."""
@@ -118,6 +166,20 @@ def _register() -> None:
         (lambda config: _Flattening()) if tf else missing("transformers"), origin=ORIGIN,
         source=f"transformers {tv} DataCollatorWithFlattening(return_flash_attn_kwargs, return_seq_idx)",
         description="documents flattened in one row, positions restarting"))
+    tt, mc = available("torchtune"), available("megatron-core")
+    posenc.register(producer_record(
+        "torchtune_packed", ProducerTraits("packing", boundaries=("cu_seq_lens",),
+                                           library=f"torchtune {version('torchtune')} PackedDataset"),
+        (lambda config: _TorchtunePacked()) if tt else missing("torchtune"), origin=ORIGIN,
+        source=f"torchtune {version('torchtune')} torchtune.datasets.PackedDataset(max_seq_len, padding_idx=0)",
+        description="documents packed greedily into one pack, positions restarting, padded to 8"))
+    posenc.register(producer_record(
+        "megatron_reset_ids", ProducerTraits("packing", boundaries=("seq_idx",),
+                                             library=f"megatron-core {version('megatron-core')} GPT dataset"),
+        (lambda config: _MegatronResetIds()) if mc else missing("megatron-core"), origin=ORIGIN,
+        source=f"megatron-core {version('megatron-core')} megatron.core.datasets.gpt_dataset."
+               "_get_ltor_masks_and_position_ids(reset_position_ids, reset_attention_mask)",
+        description="position ids reset after each end-of-document token, the token's columns dropped"))
     tc = version("torch")
     for kind in ("head_tail", "per_document_head_tail"):
         posenc.register(producer_record(

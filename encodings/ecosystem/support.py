@@ -16,7 +16,7 @@ ORIGIN = "posenc.ecosystem"
 
 #: distribution name -> import name, for every library an adapter wraps.
 LIBRARIES = {"transformers": "transformers", "torchtune": "torchtune", "x-transformers": "x_transformers",
-             "rotary-embedding-torch": "rotary_embedding_torch"}
+             "rotary-embedding-torch": "rotary_embedding_torch", "megatron-core": "megatron.core"}
 
 
 #: The contract specs a library that validates no input fails: a missing error, never silent garbage.
