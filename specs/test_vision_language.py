@@ -12,13 +12,13 @@ picture ``s + (t, i, j)``, text after it from its largest id plus one; Qwen2.5-V
 * VLM-3 (Qwen2-VL §2.1, Qwen2.5-VL §2.1): the model's own ids are ``P``: a prompt of rows with
   pictures of unequal grids (and a video where the model declares its time rule) gives the
   logits of ``P`` given, and decoding after it (the model's ``generate``) continues each row from
-  its own largest id plus one;
+  its own largest id plus one; again with a left-padded row with a picture beside them;
 * VLM-4 (mlx-vlm #1095): a batch mixing a row with a picture and a text-only row (of its length, or
   shorter and left-padded with its mask) gives each row's logits alone, in the prompt and decoding
   (``generate``, and a forward a token with the cache, without the mask where no row is padded
   and with it);
 * VLM-5 (transformers #44873): after a ``generate`` on a batch of two, a forward on a batch of
-  four with pictures, and one on a single text row, give the logits of a fresh model (nothing kept
+  four with pictures (one row left-padded), and one on a single text row, give the logits of a fresh model (nothing kept
   from the earlier call; a crash violates it);
 * VLM-6 (vLLM #10403): a prefill in chunks gives each chunk the logits of a fresh pass on the
   prefix that ends with it: pictures arriving after a text chunk, second pictures after a cache
@@ -47,6 +47,8 @@ VLM = dict(kinds=("model",), requires=lambda r: r.model.vision)
 IMAGE_A = (Text(3), Vision(1, 2, 3), Text(4))
 IMAGE_B = (Text(5), Vision(1, 2, 2), Text(4))
 TEXT = (Text(13),)
+#: A row with a picture left-padded to the others' length (batched generation of unequal prompts).
+PADDED_IMAGE = (Pad(2), Text(2), Vision(1, 2, 2), Text(5))
 #: A video whose time runs past its height and width: 4 temporal tokens 1.5 s apart.
 VIDEO = (Text(2), Vision(4, 1, 2, seconds=1.5), Text(3))
 STEPS = 3  # tokens decoded after a prompt
@@ -133,9 +135,12 @@ def _decode(model, full, prompt_length, what, masked=False):
     return torch.stack(steps, dim=1)
 
 
-def _compare(got, want, bound, what, **details):
-    """``got`` within ``bound`` of ``want`` (batch, tokens, vocabulary): the first row and token over it named."""
+def _compare(got, want, bound, what, valid=None, **details):
+    """``got`` within ``bound`` of ``want`` (batch, tokens, vocabulary): the first row and token over it
+    named; only where ``valid`` (batch, tokens) holds, if given (a row's left pads answer nothing)."""
     errors = (got - want).abs().amax(dim=-1)
+    if valid is not None:
+        errors = errors.masked_fill(~valid.bool(), 0.0)
     over = ~(errors <= bound)
     row, token = (int(i) for i in (over.nonzero()[0] if bool(over.any()) else (errors == errors.max()).nonzero()[0]))
     s.require_within(error=float(errors[row, token]), bound=bound, what=f"{what} (row {row}, token {token})",
@@ -209,20 +214,28 @@ def test_shifting_every_axis_leaves_the_logits(record, device):
 
 @pytest.mark.claim("VLM-3", **VLM)
 def test_own_ids_are_the_papers_and_decoding_continues_each_row(record, device):
-    fresh, model, _, prompt = _prompted(record, device, seed=3)
-    full = _extended(model, prompt)
-    prompt_length, n = prompt.ids.shape[1], full.ids.shape[1]
-    paper = _paper(model, record, full.rows, device)
-    reference, _ = _call(fresh(), full, paper, what="the paper's ids")
-    bound = models._bound(reference, fresh.pristine, reach=n)
-    own, _ = _call(fresh(), prompt, what="the model's own ids")
-    _compare(own, reference[:, :prompt_length], bound,
-             "the model's own ids for a prompt with pictures give other logits than the paper's ids")
-    for how, steps in (("generate", _generate(fresh(), full, prompt_length, "generate after pictures")),
-                       ("a forward a token with the cache", _decode(fresh(), full, prompt_length,
-                                                                     "decoding after pictures"))):
-        _compare(steps, reference[:, prompt_length - 1 : n - 1], bound,
-                 f"decoding after pictures ({how}) does not continue from each row's largest id plus one")
+    """The rows as they come, then with a row left-padded beside them (its ids from its first token;
+    decoded by ``generate``, as batched generation runs)."""
+    fresh, model, rows, _ = _prompted(record, device, seed=3)
+    for padded, batch in enumerate((rows, [*rows, PADDED_IMAGE])):
+        prompt = model.prompt(batch, seed=3)
+        full = _extended(model, prompt)
+        prompt_length, n = prompt.ids.shape[1], full.ids.shape[1]
+        beside = " beside a left-padded row" if padded else ""
+        paper = _paper(model, record, full.rows, device)
+        reference, _ = _call(fresh(), full, paper, what=f"the paper's ids{beside}")
+        bound = models._bound(reference, fresh.pristine, reach=n)
+        own, _ = _call(fresh(), prompt, what=f"the model's own ids{beside}")
+        _compare(own, reference[:, :prompt_length], bound,
+                 f"the model's own ids for a prompt with pictures{beside} give other logits than the paper's ids",
+                 valid=prompt.mask)
+        decodes = {"generate": _generate}
+        if not padded:  # a padded step through forward takes the mask: VLM-4 judges that path
+            decodes["a forward a token with the cache"] = _decode
+        for how, decode in decodes.items():
+            steps = decode(fresh(), full, prompt_length, f"decoding after pictures{beside} ({how})")
+            _compare(steps, reference[:, prompt_length - 1 : n - 1], bound,
+                     f"decoding after pictures{beside} ({how}) does not continue from each row's largest id plus one")
     _teeth(fresh, full, paper, bound, "ids after pictures")
 
 
@@ -271,15 +284,16 @@ def test_a_forward_after_generate_with_another_batch_size_keeps_nothing(record, 
     model = _subject(fresh)
     earlier = _extended(model, model.prompt([IMAGE_A, IMAGE_B], seed=5))
     _generate(model, earlier, earlier.ids.shape[1] - STEPS, "a generate on a batch of two")
-    for rows, seed in (([IMAGE_B, IMAGE_A, TEXT, IMAGE_B], 6), ([TEXT], 9)):  # with pictures; text alone
+    # with pictures (a row left-padded among them); text alone
+    for rows, seed in (([IMAGE_B, IMAGE_A, TEXT, PADDED_IMAGE], 6), ([TEXT], 9)):
         later = model.prompt(rows, seed=seed)
         size = f"a forward on a batch of {len(rows)}" + ("" if later.pictures else " of text")
         after, _ = _call(model, later, what=f"{size} after a generate on two")
         clean, _ = _call(fresh(), later, what="the same forward on a fresh model")
         bound = models._bound(clean, fresh.pristine, reach=later.ids.shape[1])
         _compare(after, clean, bound, f"{size} after a generate on two reads other than on a fresh model (state "
-                 "kept from the generate)", batch=len(rows))
-    later = model.prompt([IMAGE_B, IMAGE_A, TEXT, IMAGE_B], seed=6)
+                 "kept from the generate)", valid=later.mask, batch=len(rows))
+    later = model.prompt([IMAGE_B, IMAGE_A, TEXT, PADDED_IMAGE], seed=6)
     _teeth(fresh, later, _paper(model, record, later.rows, device), bound, "a batch of four")
 
 

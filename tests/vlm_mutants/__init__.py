@@ -54,6 +54,10 @@ def _classes():
         def row_deltas(self, deltas: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
             return deltas
 
+        def picture_start(self, following: int, pads: int) -> int:
+            """Where a picture's ids start in a row: after the ids before it, its pads left out."""
+            return following
+
         def get_rope_index(self, input_ids, mm_token_type_ids, image_grid_thw=None, video_grid_thw=None,
                            second_per_grid_ts=None, attention_mask=None, **kwargs):
             kept = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
@@ -65,6 +69,7 @@ def _classes():
             deltas = []
             for row in range(input_ids.shape[0]):
                 types = mm_token_type_ids[row][kept[row]].tolist()  # a row's tokens, its pads left out
+                pads = int((~kept[row]).sum())
                 ids, following, j = [], 0, 0
                 while j < len(types):
                     if types[j] == 0:
@@ -72,6 +77,7 @@ def _classes():
                         following, j = following + 1, j + 1
                         continue
                     t, h, w = (int(v) for v in next(grids[types[j]]))
+                    following = self.picture_start(following, pads)
                     step = self.time_step(next(seconds)) if types[j] == 2 else 0.0
                     block = [(following + int(k * step), following + y, following + x)
                              for k in range(t) for y in range(h // merge) for x in range(w // merge)]
@@ -170,6 +176,12 @@ def _stale_deltas(self, input_ids, image_grid_thw=None, video_grid_thw=None, inp
         mm_token_type_ids)
 
 
+def _picture_after_pads(self, following, pads):
+    """a left-padded row's picture starts at its index in the padded row: its pads counted before
+    it, though not before the text ahead of it"""
+    return following + pads
+
+
 def _chunk_restarts_delta(self, deltas, new_tokens):
     """a chunk of several tokens after the cache adds no delta: ids restart from the cache's length
     (vLLM #10403, sglang #8219); a decode step of one token keeps it"""
@@ -213,6 +225,7 @@ STEPS = {
     "row_delta": {"row_deltas": _row_delta_of_first},
     "stale": {"compute_3d_position_ids": _stale_deltas},
     "chunk": {"continuing_delta": _chunk_restarts_delta},
+    "pads": {"picture_start": _picture_after_pads},
     "frames": {"time_step": _time_by_frames},
     "text": {"text_ids": _text_on_time_axis},
     "decode": {"_update_model_kwargs_for_generation": _decode_without_deltas},
@@ -240,6 +253,7 @@ MUTANTS = [
     _mutant("stale_deltas", "stale", {"VLM-5"}),
     _mutant("chunk_restarts_delta", "chunk", {"VLM-6"}),
     _mutant("time_by_frames", "frames", {"VLM-3"}),
+    _mutant("picture_after_pads", "pads", {"VLM-3"}),
     _mutant("text_ids_unequal", "text", {"VLM-1", "VLM-4", "VLM-6"},
             why="the text-only path alone builds the unequal ids, and the picture path equal ones: a text row alone "
                 "(VLM-4) reads other than beside a picture, and a text chunk before a picture (VLM-6) other than "
