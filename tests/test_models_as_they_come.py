@@ -414,3 +414,56 @@ def test_an_expert_choice_flipped_under_autocast_is_not_the_rotations_precision(
     head = message.split(" (under ")[0]
     assert "model.to(torch.bfloat16)" in head and "autocast" not in head, message
     assert " (under bf16 autocast" in message, message  # the terminal's details name the router held
+
+
+# ------------------------------------------------------------------ what their configs and tables say
+
+SEQ2SEQ_DECODERS = textwrap.dedent('''
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+    def whisper():
+        config = transformers.WhisperConfig(vocab_size=128, d_model=64, decoder_layers=2, decoder_attention_heads=4,
+                                            decoder_ffn_dim=128, encoder_layers=1, encoder_attention_heads=4,
+                                            encoder_ffn_dim=128, pad_token_id=0, decoder_start_token_id=1)
+        return transformers.WhisperForCausalLM(config)
+
+    def roformer():
+        config = transformers.RoFormerConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                                             num_attention_heads=4, intermediate_size=128, is_decoder=True)
+        return transformers.RoFormerForCausalLM(config)
+
+    def roberta():
+        torch.manual_seed(0)
+        config = transformers.RobertaConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, intermediate_size=128, is_decoder=True,
+                                            initializer_range=0.2)
+        return transformers.RobertaForCausalLM(config).eval()
+''')
+
+
+@needs_transformers
+def test_a_decoders_maximum_and_a_fixed_rotary_table_are_read_from_the_model():
+    """Whisper's decoder stops at ``max_target_positions`` (448); RoFormer's rotary reads a
+    sinusoid table of ``max_position_embeddings`` rows: both are limits, not extrapolation."""
+    from posenc.harness.whole_models.models import traits_of
+
+    namespace: dict = {}
+    exec(SEQ2SEQ_DECODERS, namespace)  # noqa: S102 - the test's own source
+    whisper, roformer = traits_of(namespace["whisper"]()), traits_of(namespace["roformer"]())
+    assert whisper.max_position == 448 and whisper.table_limited, whisper
+    assert roformer.max_position == 1536 and roformer.positions == "relative" and not roformer.extrapolates, roformer
+    assert traits_of(namespace["roberta"]()).extrapolates  # a learned table is absolute, not a rotary table
+
+
+@needs_transformers
+def test_a_model_that_counts_its_positions_past_its_own_pads_is_padded_with_them(tmp_path):
+    """RoBERTa skips its ``pad_token_id`` (1) when it counts positions. Padded with its own pad
+    token and given no positions, a padded row reads as alone (was FAIL: padded with 0 and handed
+    0-based positions derived from the mask, against its own 2-based ones)."""
+    verdicts = _run(tmp_path, "roberta", "-k", "left_padded or batch_rows", source=SEQ2SEQ_DECODERS,
+                    file="decoders.py")
+    cells = _cells(verdicts, "model_roberta")
+    assert cells["MODEL-4"] == State.HOLDS and cells["MODEL-5"] == State.HOLDS, (cells, verdicts["outcomes"])

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .attribution import POSITION_TABLES
 from .model_subject import ModelSubject, NotInConvention  # noqa: F401  (specs and adapters import them here)
 from ..catalogue.records import ModelTraits
 from .torchtune_lm import TorchtuneLM, is_torchtune_model, torchtune_traits
@@ -64,6 +65,11 @@ class HFCausalLM(ModelSubject):
         self.takes_position_ids = "position_ids" in parameters
         #: The model returns no cache (its state in its modules): the harness keeps the one it passes.
         self.caller_keeps_cache = False
+        #: Its position table skips its pad token (RoBERTa's ``padding_idx``): it counts its own
+        #: positions past its pads, so none are derived for it from the mask.
+        self.counts_past_its_pads = any(
+            isinstance(m, nn.Embedding) and m.padding_idx is not None and name.rsplit(".", 1)[-1] in POSITION_TABLES
+            for name, m in model.named_modules())
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, document_ids=None):
         if document_ids is not None:
@@ -75,7 +81,7 @@ class HFCausalLM(ModelSubject):
             raise NotInConvention(f"{type(self.model).__name__} returns no cache (its state stays in its modules): "
                                   "only its generate continues a sequence with positions of its own")
         if position_ids is None and self.takes_position_ids and attention_mask is not None \
-                and not bool(attention_mask.bool().all()):
+                and not self.counts_past_its_pads and not bool(attention_mask.bool().all()):
             # Under padding transformers' forward counts from the cache alone; its generation derives
             # the positions from the mask (the model's own code, as generate runs it).
             position_ids = self.model._prepare_position_ids_for_generation(
@@ -273,6 +279,13 @@ def vocabulary_of(model: nn.Module) -> int:
     return int(logits.shape[-1])
 
 
+def _rotary_table(model: nn.Module) -> bool:
+    """Whether the model's rotary angles come from a fixed table: a sinusoid or rotary module that is
+    an ``nn.Embedding`` (RoFormer's), with its rows and no more."""
+    return any(isinstance(module, nn.Embedding) and re.search(r"sinus|rotary|rope", type(module).__name__, re.I)
+               for module in model.modules())
+
+
 def traits_of(model: nn.Module, **given) -> ModelTraits:
     """What a model's config says of it (transformers' ``config``; else ``vocab_size`` and
     ``max_position``/``max_seq_len`` attributes), completed by ``given``."""
@@ -283,7 +296,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     if config is not None and is_transformers_model(model):
         found["vocab_size"] = int(config.vocab_size)
         found["max_position"] = next((int(getattr(config, a)) for a in (  # XLNet's -1: no maximum
-            "max_position_embeddings", "n_positions", "max_seq_len") if (getattr(config, a, None) or 0) > 0), None)
+            "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
+            if (getattr(config, a, None) or 0) > 0), None)
         rope = rope_parameters(getattr(config, "rope_parameters", None))
         if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
@@ -291,7 +305,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["takes_position_ids"] = "position_ids" in takes
         found["takes_attention_mask"] = "attention_mask" in takes  # xLSTM's forward takes none: no padding
         # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
-        found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES
+        # RoFormer's rotary reads a sinusoid nn.Embedding of max_position_embeddings rows: no extrapolation either.
+        found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES and not _rotary_table(model)
         alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
             or type(model).__name__.startswith("Bloom")
         absolute = any(_absolute_table(n, m) for n, m in model.named_modules()) or any(
