@@ -37,7 +37,7 @@ def test_the_real_producers_fail_exactly_the_findings(producer_matrix):
            if State(state) not in (State.HOLDS, State.NA)}
     assert red == findings.PRODUCER_FINDINGS
     judged = {encoder for row in producer_matrix.values() for encoder, state in row.items() if State(state) == State.HOLDS}
-    assert {"tf_ids_qwen3_vl", "tf_ids_glm4v", "tf_vision_grid", "tf_flattening", "torchtune_packed",
+    assert {"tf_ids_qwen3_vl", "tf_ids_glm4v", "tf_vision_grid", "tf_flattening", "packed_torchtune",
             "megatron_reset_ids", "torch_cp_head_tail", "torch_cp_per_document_head_tail"} <= judged
 
 

@@ -47,7 +47,7 @@ VLM_ENCODERS = "vlm_*"
 #: at the row's end, the row's delta no longer continues the row (IDS-6).
 PRODUCER_FINDINGS: frozenset[tuple[str, str]] = frozenset(
     {(name, claim) for name in ("tf_ids_qwen2_vl", "tf_ids_qwen2_5_vl") for claim in ("IDS-3", "IDS-6")})
-PRODUCER_ENCODERS = "tf_ids_*,tf_vision_grid,tf_flattening,torchtune_packed,megatron_reset_ids,torch_cp_*"
+PRODUCER_ENCODERS = "tf_ids_*,tf_vision_grid,tf_flattening,packed_torchtune,megatron_reset_ids,torch_cp_*"
 
 FINDINGS: frozenset[tuple[str, str]] = frozenset({
     ("hf_dynamic", "ROPE-9"), ("torchtune_rope", "contract"),

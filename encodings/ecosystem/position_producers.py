@@ -7,7 +7,7 @@ each called on its own with no model run and judged on the IDS, PACK and CP clai
   vision towers of Qwen2.5-VL, Qwen3-VL and GLM-4.1V rotate by;
 * ``tf_flattening``: transformers' ``DataCollatorWithFlattening`` (positions, ``cu_seq_lens``,
   ``seq_idx``);
-* ``torchtune_packed``: torchtune's ``PackedDataset`` (``input_pos``, ``seq_lens``), its pack
+* ``packed_torchtune``: torchtune's ``PackedDataset`` (``input_pos``, ``seq_lens``), its pack
   padded to a multiple of 8;
 * ``megatron_reset_ids``: Megatron-core's GPT position ids and mask with resets at each
   end-of-document token (``_get_ltor_masks_and_position_ids``), each document followed by the
@@ -168,7 +168,7 @@ def _register() -> None:
         description="documents flattened in one row, positions restarting"))
     tt, mc = available("torchtune"), available("megatron-core")
     posenc.register(producer_record(
-        "torchtune_packed", ProducerTraits("packing", boundaries=("cu_seq_lens",),
+        "packed_torchtune", ProducerTraits("packing", boundaries=("cu_seq_lens",),
                                            library=f"torchtune {version('torchtune')} PackedDataset"),
         (lambda config: _TorchtunePacked()) if tt else missing("torchtune"), origin=ORIGIN,
         source=f"torchtune {version('torchtune')} torchtune.datasets.PackedDataset(max_seq_len, padding_idx=0)",
