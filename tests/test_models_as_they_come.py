@@ -467,3 +467,30 @@ def test_a_model_that_counts_its_positions_past_its_own_pads_is_padded_with_them
                     file="decoders.py")
     cells = _cells(verdicts, "model_roberta")
     assert cells["MODEL-4"] == State.HOLDS and cells["MODEL-5"] == State.HOLDS, (cells, verdicts["outcomes"])
+
+
+BEAM = textwrap.dedent('''
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+    def beam():
+        torch.manual_seed(0)
+        config = transformers.BeamConfig(
+            vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, intermediate_size=128, initializer_range=0.2, moe_intermediate_size=32, num_experts=4,
+            num_experts_per_tok=2, n_group=1, topk_group=1, sliding_window=16,
+            layer_types=["sliding_attention", "full_attention"], mlp_layer_types=["dense", "sparse"])
+        return transformers.BeamForCausalLM(config).eval()
+''')
+
+
+@needs_transformers
+def test_a_shift_that_moves_the_logits_past_the_rotary_says_where(tmp_path):
+    """Beam's NoPE layers scale queries by ``(1 + p/2048)^0.1``: a shift moves its logits with the
+    rotary made the identity too, and MODEL-1's FAIL says positions reach them elsewhere."""
+    verdicts = _run(tmp_path, "beam", "-k", "shifting_every", source=BEAM, file="beam_user.py")
+    (outcome,) = _outcomes(verdicts, "MODEL-1")
+    assert outcome["state"] == State.UNEXPECTEDLY_FAILING, outcome
+    assert "made the identity the shift still moves the logits" in outcome["message"], outcome["message"]
