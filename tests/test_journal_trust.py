@@ -296,3 +296,60 @@ def test_a_run_beginning_while_another_takes_its_lock_keeps_both_markers(tmp_pat
     for run in runs:
         run.join()
     assert dict(results) == {"20261201-000000-1": True, "20261201-000000-2": True}, dict(results)
+
+
+# ---------------------------------------------------------------- special files, hostile headers
+
+QUICK = ("--encoders", "rope_interleaved", "-k", "contract and shape")
+
+
+def test_fifos_and_folders_where_files_belong_neither_hang_nor_block_a_run(tmp_path):
+    """A FIFO as a run's journal, as the published report and as a run's marker would block a
+    reader for ever; a folder as a marker would stop every later run marking itself active."""
+    reports_dir = tmp_path / "reports"
+    (reports_dir / "runs" / "20261201-000000-1").mkdir(parents=True)
+    os.mkfifo(reports_dir / "runs" / "20261201-000000-1" / journal.NAME)
+    (reports_dir / ".active" / "20261201-000000-2" / "x").mkdir(parents=True)
+    os.mkfifo(reports_dir / ".active" / "20261201-000000-3")
+    os.mkfifo(reports_dir / "verdicts.json")
+    result = run_specs(*QUICK, matrix_dir=reports_dir, timeout=120)
+    said = " ".join(result.stdout.split() + result.stderr.split())
+    assert result.returncode == 0, said[-2000:]
+    assert "is not a regular file" in said and "is a folder, not a run's marker" in said, said[-2000:]
+    assert report(reports_dir / "verdicts.json")["header"]["status"] == "complete"
+    assert sorted(p.name for p in (reports_dir / ".active").iterdir()) == [".20261201-000000-2.not-a-marker"]
+
+
+def test_a_published_report_nested_past_the_parser_is_set_aside_in_one_line(tmp_path):
+    reports_dir = tmp_path / "reports"
+    reports_dir.mkdir()
+    (reports_dir / "verdicts.json").write_text("[" * 200_000)
+    result = run_specs(*QUICK, matrix_dir=reports_dir, env={"COLUMNS": "80"})
+    assert result.returncode == 0 and "Traceback" not in result.stdout + result.stderr, result.stdout[-2000:]
+    assert "cannot be read as a report (RecursionError" in " ".join(result.stdout.split())
+    assert max(map(len, result.stdout.splitlines())) <= 80  # the warning wrapped to the terminal
+    assert report(reports_dir / "verdicts.json")["header"]["status"] == "complete"
+
+
+def test_a_finished_journal_whose_header_cannot_make_a_report_costs_one_line(tmp_path):
+    """A journal that reads but whose header lacks what a report needs (its start time) is set
+    aside with one line; later runs start clean (was INTERNALERROR on every run)."""
+    reports_dir = tmp_path / "reports"
+    run_specs(*QUICK, matrix_dir=reports_dir)
+    (run,) = (reports_dir / "runs").iterdir()
+    kept = [line for line in (run / journal.NAME).read_text().splitlines()
+            if not line.startswith(('{"end"', '{"finished"'))]
+    finished = json.dumps({"finished": "complete", "header": {"status": "complete"}})  # no start time
+    (run / journal.NAME).write_text("\n".join([*kept, finished]) + "\n")
+    for name in ("verdicts.json", "verdicts.md", "verdicts.html"):
+        (run / name).unlink(missing_ok=True)
+    first = run_specs(*QUICK, matrix_dir=reports_dir)
+    assert first.returncode == 0 and "INTERNALERROR" not in first.stdout + first.stderr, first.stdout[-2000:]
+    assert f"run {run.name} left a journal" in " ".join(first.stdout.split()), first.stdout[-2000:]
+    second = run_specs(*QUICK, matrix_dir=reports_dir)
+    assert f"run {run.name}" not in second.stdout, second.stdout[-2000:]
+
+
+def test_a_journal_that_cannot_be_marked_ended_says_so(tmp_path):
+    assert journal._append_end(tmp_path) == [
+        f"the journal {tmp_path} could not be marked ended (Is a directory): it will be read again by the next run"]

@@ -237,8 +237,7 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     if state.written is not None:
         terminal.verdict_summary(terminalreporter, state, state.cells, state.settings.matrix_mode)
-    for line in filter(None, [*state.notes, run.joined_warning(state)]):
-        terminalreporter.write_line(line, yellow=True)
+    terminal.write_notes(terminalreporter, [*state.notes, run.joined_warning(state)])
     perf_report.report(terminalreporter, state.perf)
 
 

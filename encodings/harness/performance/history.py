@@ -134,6 +134,18 @@ def _load(path: Path) -> dict:
     return data
 
 
+#: The times a saved run must hold finite and positive; every other figure finite and not negative.
+TIMES = ("stats.median", "stats.min")
+
+
+def _finite(value) -> bool:
+    """Finite as a float: NaN, infinities and integers past a float's range (10**400) are not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _check_benchmarks(path: Path, data: dict) -> list[dict]:
     """The ``benchmarks`` list of a pytest-benchmark save, each entry with a name and numeric stats."""
     benchmarks = data.get("benchmarks")
@@ -156,11 +168,14 @@ def _check_benchmarks(path: Path, data: dict) -> list[dict]:
             value = _value(entry, spec)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise RunFileError(f"{where}: {spec} is {value!r}, not a number")
+            if value is not None and spec not in TIMES and not (_finite(value) and value >= 0):
+                shown = f"{value!r}"[:40] + ("…" if len(f"{value!r}") > 40 else "")
+                raise RunFileError(f"{where}: {spec} is {shown}: it must be finite and not negative")
         if _value(entry, METRICS["time"][0]) is None:
             raise RunFileError(f"{where}: stats has no 'median'")
-        for spec in ("stats.median", "stats.min"):
+        for spec in TIMES:
             value = _value(entry, spec)
-            if value is not None and not (math.isfinite(value) and value > 0):
+            if value is not None and not (_finite(value) and value > 0):
                 raise RunFileError(f"{where}: {spec} is {value!r}: a time must be finite and positive")
         try:
             benchmark_key(entry)

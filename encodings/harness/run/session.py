@@ -22,6 +22,7 @@ from . import options
 
 from ..verdicts import reports
 from ..verdicts.matrix import Matrix, roles
+from ..verdicts.width import terminal_width, wrap
 from ..catalogue.records import EncoderRecord
 
 #: The default marker expression (pyproject.toml's addopts): a run with it is not a partial selection.
@@ -180,7 +181,8 @@ def announce(config, state: HarnessState) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     lines = [concurrency_warning(state), *(f"posenc: {r}" for r in state.recovered)]
     for line in filter(None, lines) if reporter is not None else ():
-        reporter.write_line(line, yellow=True)
+        for part in wrap(line, terminal_width()):
+            reporter.write_line(part, yellow=True)
 
 
 def journal_unwritable(state: HarnessState) -> str | None:

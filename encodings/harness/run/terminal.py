@@ -170,3 +170,10 @@ def verdict_summary(terminalreporter, state: HarnessState, cells: dict, mode: st
     bad = any(State(s) in SURPRISES for row in cells.values() for s in row.values())
     for line in report_lines(state, cells, mode, width):
         terminalreporter.write_line(line, red=bad and line.startswith(tuple(SYMBOLS[s] for s in SURPRISES)))
+
+
+def write_notes(terminalreporter, notes) -> None:
+    """The run's notes and warnings (``None`` skipped), each wrapped to the terminal."""
+    for note in filter(None, notes):
+        for line in wrap(note, terminal_width()):
+            terminalreporter.write_line(line, yellow=True)

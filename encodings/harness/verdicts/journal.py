@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .matrix import Matrix, Outcome
 from .primary import as_json, consequences
-from .reports import hold_lock, held_by_a_live_run, release_lock, run_report_header
+from .reports import hold_lock, held_by_a_live_run, not_a_file, release_lock, run_report_header
 from ..catalogue.states import State
 
 NAME = "journal.jsonl"
@@ -163,7 +163,10 @@ def unfinished(directory: Path) -> list[Path]:
 
 
 def _ended(journal: Path) -> bool:
-    """Whether the journal has its ``end`` line (read from its tail: a start-up reads every run's)."""
+    """Whether the journal has its ``end`` line (read from its tail: a start-up reads every run's).
+    Anything but a regular file (a FIFO would block the reader) has nothing to recover."""
+    if not_a_file(journal):
+        return True
     try:
         with open(journal, "rb") as file:
             file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
@@ -268,7 +271,7 @@ def recover_unfinished(directory: Path) -> list[str]:
     for run_dir in unfinished(directory):
         journal = run_dir / NAME
         if _report_stands(run_dir) and _finished_mark(journal):
-            _append_end(journal)
+            lines += _append_end(journal)
             continue
         try:
             recovered = recover(run_dir, now())
@@ -286,7 +289,12 @@ def recover_unfinished(directory: Path) -> list[str]:
                                                  f"({size} bytes): its outcomes cannot be placed in a matrix"))
             continue
         payload, markdown = recovered
-        written = write(directory, run_dir.name, payload, markdown, latest=False, keep=run_dir.name)
+        try:
+            written = write(directory, run_dir.name, payload, markdown, latest=False, keep=run_dir.name)
+        except Exception as error:  # noqa: BLE001 - a header of the wrong shape: one line, the journal set aside
+            lines.append(_set_aside(journal, f"run {run_dir.name} left a journal whose report cannot be made "
+                                             f"({type(error).__name__}: {str(error)[:200]})"))
+            continue
         lines += list(written.warnings)
         if not written.saved:
             lines.append(f"run {run_dir.name} ended with no report, and its report could not be written now; "
@@ -304,12 +312,14 @@ def recover_unfinished(directory: Path) -> list[str]:
                      else "outside the specs this process ran (before the first, between two, or in a worker)")
             lines.append(f"run {run_dir.name} died {where} with no report; recovered from its journal "
                          f"({header['outcomes']} outcomes, status crashed){damaged}: {written.run_json}")
-        _append_end(journal)
+        lines += _append_end(journal)
     return lines
 
 
 def _finished_mark(journal: Path) -> bool:
     """Whether the journal has its ``finished`` line (it is the last lines' business: read the tail)."""
+    if not_a_file(journal):
+        return False
     try:
         with open(journal, "rb") as file:
             file.seek(max(0, file.seek(0, os.SEEK_END) - MAX_LINE))
@@ -319,8 +329,18 @@ def _finished_mark(journal: Path) -> bool:
     return any(line.startswith('{"finished":') for line in tail)
 
 
-def _append_end(journal: Path) -> None:
-    """Mark a recovered journal ended, on a line of its own (after a cut line too)."""
+def _append_end(journal: Path) -> list[str]:
+    """Mark a recovered journal ended, on a line of its own (after a cut line too): nothing, or the
+    line that says it could not be (a read-only folder: it is recovered again next time)."""
+    try:
+        _write_end(journal)
+    except OSError as error:
+        return [f"the journal {journal} could not be marked ended ({error.strerror or error}): it will be read "
+                "again by the next run"]
+    return []
+
+
+def _write_end(journal: Path) -> None:
     with open(journal, "rb+") as file:
         size = file.seek(0, os.SEEK_END)
         if size:

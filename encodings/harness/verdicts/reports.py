@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -118,9 +120,20 @@ def release_lock(file) -> None:
         _HELD.remove(file.fileno())
 
 
+def not_a_file(path: Path) -> bool:
+    """Whether ``path`` is there as something other than a regular file (a FIFO, a socket, a
+    folder): opening one to read or append could block for ever, or fail."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def run_report_header(run_dir: Path) -> dict | None:
     """The header of the report in a run folder (its json, written last and atomically), or None
     where there is none that reads."""
+    if not_a_file(run_dir / "verdicts.json"):
+        return None
     try:
         header = json.loads((run_dir / "verdicts.json").read_text(encoding="utf-8"))["header"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
@@ -133,6 +146,8 @@ def held_by_a_live_run(path: Path, run_id: str) -> bool:
     the lock is held (``flock``, released by the kernel when a process dies, whatever its pid
     namespace, and never kept by a child it forked: :func:`hold_lock`); by the pid in the run id
     where there is no flock."""
+    if not_a_file(path):  # a FIFO would block the probe; no run locks anything but a file
+        return False
     if fcntl is not None:
         try:
             with open(path, "a", encoding="utf-8") as probe:
@@ -182,6 +197,14 @@ class ActiveRun:
                         told.write(run_id + "\n")
                 except OSError:
                     pass
+            elif marker.is_dir() and not marker.is_symlink():  # no run's marker: set aside, named once
+                aside = active / f".{marker.name}.not-a-marker"
+                try:
+                    os.replace(marker, aside)
+                except OSError:
+                    pass
+                sys.stderr.write(f"posenc: WARNING {marker} is a folder, not a run's marker: set aside as "
+                                 f"{aside.name}\n")
             else:
                 marker.unlink(missing_ok=True)  # left by a run that was killed
         # locked under a name of its own, then renamed into place: no run ever sees it unlocked
@@ -238,13 +261,16 @@ def _published_header(directory: Path, run_id: str, warnings: list[str]) -> dict
     if top.is_dir():
         _set_aside(top, run_id, "is a folder, not a report", warnings)
         return {}
+    if not_a_file(top):
+        _set_aside(top, run_id, "is not a regular file (a FIFO would block the reader)", warnings)
+        return {}
     held = top.resolve() if top.is_symlink() else top  # through the published link: the report itself
     try:
         header = json.loads(top.read_text())["header"]
         if not isinstance(header, dict) or instant(header["started"]) is None:
             raise ValueError("no start time")
         return header
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
         _set_aside(held, run_id, f"cannot be read as a report ({type(error).__name__}: {error})", warnings)
         return {}
 
