@@ -353,3 +353,53 @@ def test_a_finished_journal_whose_header_cannot_make_a_report_costs_one_line(tmp
 def test_a_journal_that_cannot_be_marked_ended_says_so(tmp_path):
     assert journal._append_end(tmp_path) == [
         f"the journal {tmp_path} could not be marked ended (Is a directory): it will be read again by the next run"]
+
+
+def test_ctrl_c_in_the_first_spec_is_never_recovered_as_the_encoders_crash(tmp_path):
+    """Stopped before its first outcome, the run ends its journal: the next run does not say the
+    encoder crashed (was: "died while slow_rope ran … status crashed")."""
+    stopping = tmp_path / "stopping_rope.py"
+    stopping.write_text(textwrap.dedent('''
+        import posenc
+
+        class Stopping(posenc.RotaryEmbedding):
+            def forward(self, *args, **kwargs):
+                raise KeyboardInterrupt  # Ctrl-C while the spec runs
+
+        posenc.register(posenc.EncoderRecord(
+            name="stopping_rope", kind="rotary", source="a Ctrl-C in its first call",
+            build=lambda c: Stopping(c.head_dim, base=c.base).to(device=c.device, dtype=c.dtype),
+            geometry=posenc.RotaryGeometry(layout="interleaved"), claims=posenc.rotary_claims()))
+    '''))
+    directory = tmp_path / "reports"
+    stopped = run_specs("--plugin", stopping, "--encoders", "stopping_rope", "-k", "contract and shape",
+                        matrix_dir=directory)
+    assert stopped.returncode == 2, stopped.stdout[-2000:]
+    assert "interrupted before its first outcome" in " ".join(stopped.stdout.split()), stopped.stdout[-2000:]
+    later = run_specs(*SMALL, matrix_dir=directory)
+    assert "stopping_rope" not in later.stdout and "died" not in later.stdout, later.stdout[-2000:]
+
+
+def test_a_process_a_plugin_forks_and_leaves_running_is_named_and_the_run_exits(tmp_path):
+    forking = tmp_path / "forking_plugin.py"
+    forking.write_text("import multiprocessing, time\n"
+                       "multiprocessing.get_context('fork').Process(target=time.sleep, args=(3600,),"
+                       " name='sleeper').start()\n")
+    result = run_specs("--plugin", forking, *SMALL, matrix_dir=tmp_path / "reports", timeout=120)
+    said = " ".join(result.stdout.split())
+    assert result.returncode == 0, said[-2000:]
+    assert "1 process left running by the specs or plug-ins: process sleeper (pid" in said, said[-2000:]
+
+
+@pytest.mark.parametrize("name", ["LATEST", "published"])
+def test_a_folder_where_a_pointer_belongs_is_set_aside_and_the_run_publishes(tmp_path, name):
+    """A folder named ``LATEST`` blocked every later publication, blaming the report; one named
+    ``published`` left a temporary link behind at each run."""
+    directory = tmp_path / "reports"
+    (directory / name / "x").mkdir(parents=True)
+    result = run_specs(*SMALL, matrix_dir=directory)
+    said = " ".join(result.stdout.split())
+    assert result.returncode == 0 and f"{directory / name} is a folder" in said, said[-2000:]
+    assert "published as" in said, said[-2000:]
+    assert (directory / name).is_file() or (directory / name).is_symlink()
+    assert not [p.name for p in directory.iterdir() if p.name.endswith(".link")]

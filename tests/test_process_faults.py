@@ -155,7 +155,7 @@ def test_a_thread_left_running_is_named_and_the_run_exits(tmp_path):
                        matrix_dir=tmp_path / "reports")
     assert time.monotonic() - started < 200
     assert result.returncode == 0, result.stdout[-1500:]
-    assert "posenc: WARNING 1 thread left running by the specs: spinner (started while spinning_rope ran)" in \
+    assert "posenc: WARNING 1 thread left running by the specs or plug-ins: spinner (started while spinning_rope ran)" in \
         " ".join(result.stdout.split())
     assert report(tmp_path / "reports" / "verdicts.json")["header"]["status"] == "complete"
 

@@ -203,7 +203,9 @@ def _memory_events(prof) -> list[tuple[int, int]]:
     """``(time, bytes)`` of every CPU allocation (+) and free (−) the profiler recorded, in order."""
     events = [e for e in prof.profiler.kineto_results.events()
               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
-    return sorted(((e.start_ns(), e.nbytes()) for e in events), key=lambda pair: pair[0])
+    # an allocation and a free on one timestamp (the clock's resolution): the allocation first, so a
+    # short-lived buffer still counts at the peak instead of cancelling out unseen
+    return sorted(((e.start_ns(), e.nbytes()) for e in events), key=lambda pair: (pair[0], pair[1] < 0))
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,8 @@ def peak_source_from_trace(events: list[dict], cuda: bool = False) -> PeakSource
     trace's start, and the innermost operator whose span holds the moment it was made."""
     device = 1 if cuda else 0
     memory = sorted((e for e in events if e.get("name") == "[memory]"
-                     and e.get("args", {}).get("Device Type", 0) == device), key=lambda e: e["ts"])
+                     and e.get("args", {}).get("Device Type", 0) == device),
+                    key=lambda e: (e["ts"], int(e["args"]["Bytes"]) < 0))  # allocations first on a tie
     live: dict[int, tuple[int, float]] = {}
     running = peak = 0
     at_peak: dict[int, tuple[int, float]] = {}

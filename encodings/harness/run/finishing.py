@@ -4,7 +4,8 @@
   closes the journal. A report that cannot be written (a full disk, memory exhaustion, Ctrl-C
   during the writes) is one line naming what failed; the journal keeps every outcome, and the
   next run or ``python -m posenc report --recover`` writes the report from it.
-* :func:`threads_left_running` names the threads a spec started and left running (each is
+* :func:`threads_left_running` names the threads (and child processes, which are terminated) a spec
+  or a plug-in started and left running (each thread
   attributed to the encoder whose spec started it, by :mod:`..cases.isolation`); the run then
   ends without waiting for them (:func:`exit_past_threads`).
 """
@@ -19,6 +20,7 @@ from ..verdicts import primary, reports
 from ..cases.isolation import STARTED_BY
 from . import session as run
 from ..verdicts.matrix import render_markdown, roles
+from ..verdicts.width import terminal_width, wrap
 
 def write_report(config, state, collector, exitstatus, session=None) -> None:
     """Mark the run finished in its journal (on disk first), then write and publish its report, then
@@ -34,9 +36,12 @@ def _write_report(config, state, collector, exitstatus) -> None:
         collector.add_dead_workers()
     if state.active:
         state.active.end()
-    if not state.matrix.outcomes:
-        return
     journal = collector.journal if collector is not None else None
+    if not state.matrix.outcomes:  # stopped before its first outcome: ended, never recovered as a crash
+        _end_quietly(state, journal)
+        if state.status == "interrupted":
+            state.notes.append("posenc: the run was interrupted before its first outcome: no report was written")
+        return
     try:
         header = run.header(config, state, exitstatus)
         if journal is not None:
@@ -118,17 +123,49 @@ def threads_left_running() -> list[str]:
             if ident in alive]
 
 
+def processes_left_running() -> list[str]:
+    """The child processes a spec or a plug-in forked with ``multiprocessing`` and left running:
+    Python's exit would join them, for ever."""
+    if "multiprocessing" not in sys.modules:
+        return []
+    import multiprocessing
+
+    return [f"process {p.name} (pid {p.pid})" for p in multiprocessing.active_children()]
+
+
+def end_processes_left_running() -> None:
+    """Terminate the child processes :func:`processes_left_running` names (killed if they linger):
+    left alive they would hold the run's output open, and a pipe reading it would wait for ever."""
+    import multiprocessing
+
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout=2)
+        if child.is_alive():
+            child.kill()
+
+
 def exit_past_threads(reporter, exit_code: int) -> None:
-    """Name the threads left running and end the process now instead of waiting for them forever."""
-    left = threads_left_running()
-    if not left:
+    """Name the threads and child processes left running and end the process now instead of
+    waiting for them forever."""
+    threads, processes = threads_left_running(), processes_left_running()
+    if not threads and not processes:
         return
-    line = (f"posenc: WARNING {len(left)} thread{'s' if len(left) > 1 else ''} left running by the specs: "
-            f"{', '.join(left)}; the run exits without waiting for {'them' if len(left) > 1 else 'it'}")
-    if reporter is not None:
-        reporter.write_line(line, yellow=True)
-    else:
-        print(line, file=sys.stderr)
+    left = threads + processes
+    kinds = " and ".join(k for k, found in (("threads" if len(threads) > 1 else "thread", threads),
+                                             ("processes" if len(processes) > 1 else "process", processes)) if found)
+    line = (f"posenc: WARNING {len(left)} {kinds} left running by the specs or plug-ins: "
+            f"{', '.join(left)}; the run exits without waiting for {'them' if len(left) > 1 else 'it'}"
+            + (" (the processes terminated)" if processes else ""))
+    for part in wrap(line, terminal_width()):
+        if reporter is not None:
+            reporter.write_line(part, yellow=True)
+        else:
+            print(part, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
+    if processes:
+        end_processes_left_running()
     os._exit(exit_code)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ..performance import history
+from ..verdicts.width import terminal_width, wrap
 
 DEVICES = ("cpu", "cuda")
 #: --perf-threads beyond this many per core is refused (torch crashes sizing its pools at 100000).
@@ -112,7 +113,7 @@ def _value(config, option: str, variable: str | None, default: str) -> tuple[str
 
 
 def _fail(message: str):
-    raise pytest.UsageError(message)
+    raise pytest.UsageError("\n".join(wrap(message, terminal_width() - len("ERROR: "))))
 
 
 def _device(config) -> str:
@@ -299,7 +300,11 @@ def read(config) -> Settings:
     _no_unknown_variables()
     _fused_strict()
     _experiment()
-    encoders, _ = _value(config, "encoders", "POSENC_ENCODERS", "")
+    encoders, source = _value(config, "encoders", "POSENC_ENCODERS", None)
+    if encoders is not None and not any(n.strip() for n in encoders.split(",")):
+        _fail(f"{source} {encoders!r} names no encoder: give names or globs ('rope_*'), or leave it out to run "
+              "every registered encoder")
+    encoders = encoders or ""
     plugins = list(config.getoption("plugin"))
     plugins += [p for p in os.environ.get("POSENC_PLUGINS", "").split(os.pathsep) if p]
     return Settings(

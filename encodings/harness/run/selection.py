@@ -23,6 +23,7 @@ from ..cases import isolation
 from ..catalogue import registry
 from .options import Settings
 from ..catalogue.records import SPEC_CONFIG, EncoderRecord
+from ..verdicts.width import terminal_width, wrap
 
 
 class SelectionError(Exception):
@@ -164,8 +165,10 @@ def select(settings: Settings, identify_timeout: float | None = None) -> Selecti
     names = [r.name for r in everything]
     unknown = [n for n in settings.encoders if not fnmatch.filter(names, n)]
     if unknown:
-        raise SelectionError(f"--encoders: no encoder matches {', '.join(unknown)}; "
-                             f"registered: {', '.join(names)}")
+        shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        raise SelectionError("\n".join(wrap(f"--encoders: no encoder matches {', '.join(unknown)}; registered: "
+                                             f"{shown} (pytest specs --collect-only -q lists every spec and encoder)",
+                                             terminal_width())))
     chosen = [r for r in everything
               if not settings.encoders or any(fnmatch.fnmatchcase(r.name, p) for p in settings.encoders)]
     return Selection(chosen, identified)

@@ -280,7 +280,11 @@ def _link(target: str, path: Path) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.link")
     temporary.unlink(missing_ok=True)
     os.symlink(target, temporary)
-    os.replace(temporary, path)
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # no temporary link left behind
+        raise
 
 
 def _publish(directory: Path, run_dir: Path, texts: dict[str, str]) -> None:
@@ -315,12 +319,19 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bo
     try:
         for name in ("verdicts.md", "verdicts.html", "verdicts.json"):  # the json, which says "done", last
             atomic_write(run_dir / name, texts[name])
-        if latest:
-            atomic_write(directory / "LATEST", run_id + "\n")
     except OSError as error:
         warnings.append(f"could not write the report in {run_dir}: {error.strerror or error}; "
                         f"{run_dir} keeps what could be written, and its journal every outcome")
         return written(False, f"run {status}, not published: its report could not be written", saved=False)
+    if latest:  # a pointer to the newest report: one that cannot be written is named, the report stands
+        if (directory / "LATEST").is_dir() and not (directory / "LATEST").is_symlink():
+            _set_aside(directory / "LATEST", run_id, "is a folder, not the newest run's id", warnings)
+        try:
+            atomic_write(directory / "LATEST", run_id + "\n")
+        except OSError as error:
+            warnings.append(f"could not write {directory / 'LATEST'}: {error.strerror or error}")
+    if (directory / "published").is_dir() and not (directory / "published").is_symlink():
+        _set_aside(directory / "published", run_id, "is a folder, not the link to the published run", warnings)
     top = directory / "verdicts.json"
     if status != "complete":
         _prune(directory, keep)
