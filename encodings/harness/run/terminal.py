@@ -138,7 +138,12 @@ def report_lines(state: HarnessState, cells: dict, mode: str, width: int) -> lis
     written = state.written
     html = getattr(written, "run_html", None)
     also = [p for p in (written.run_json, written.run_markdown) if p != (html or written.run_json)]
-    where = [f"report: {html or written.run_json}", *(f"  also: {path}" for path in also), f"  {written.note}"]
+    shown = [path for path in (html or written.run_json, *also) if path is not None and path.exists()]
+    if not written.saved or not shown:  # never point at files that are not there
+        where = [f"report: not written ({written.note}); the journal keeps what it could: python -m posenc "
+                 f"report --recover --matrix-dir {state.settings.matrix_dir}"]
+    else:
+        where = [f"report: {shown[0]}", *(f"  also: {path}" for path in shown[1:]), f"  {written.note}"]
     if mode == "none":
         return wrap_all(where, width, " " * 8)
     found = surprises(state.matrix.outcomes, roles(state.records))
