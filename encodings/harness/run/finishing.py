@@ -19,7 +19,7 @@ import threading
 from ..verdicts import primary, reports
 from ..cases.isolation import STARTED_BY
 from . import session as run
-from ..verdicts.matrix import render_markdown, roles
+from ..verdicts.matrix import not_applicable, render_markdown, roles
 from ..verdicts.width import terminal_width, wrap
 
 def write_report(config, state, collector, exitstatus, session=None) -> None:
@@ -37,10 +37,8 @@ def _write_report(config, state, collector, exitstatus) -> None:
     if state.active:
         state.active.end()
     journal = collector.journal if collector is not None else None
-    if not state.matrix.outcomes:  # stopped before its first outcome: ended, never recovered as a crash
+    if not state.matrix.outcomes and state.status != "interrupted":  # nothing judged: ended, no report
         _end_quietly(state, journal)
-        if state.status == "interrupted":
-            state.notes.append("posenc: the run was interrupted before its first outcome: no report was written")
         return
     try:
         header = run.header(config, state, exitstatus)
@@ -50,6 +48,7 @@ def _write_report(config, state, collector, exitstatus) -> None:
         payload = {"header": header, "matrix": cells, "roles": cell_roles,
                    "kinds": {r.name: r.group for r in state.records},
                    "consequences": primary.as_json(primary.consequences(state.matrix.outcomes, cell_roles)),
+                   "not_applicable": not_applicable(state.records, cells, state.matrix.outcomes),
                    "outcomes": [o.as_dict() for o in state.matrix.outcomes]}
         state.written = reports.write(state.settings.matrix_dir, state.run_id, payload,
                                       render_markdown(cells, cell_roles, header))

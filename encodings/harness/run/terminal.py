@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..catalogue.claims import CONTRACT, LITERATURE_CLAIMS, MODEL_CLAIMS, MULTIAXIS_CLAIMS, VLM_CLAIMS
-from ..verdicts.matrix import roles, surprises
+from ..verdicts.matrix import not_applicable, roles, surprises
 from .session import HarnessState
 from ..catalogue.states import SURPRISES, SYMBOLS, State
 from ..verdicts.width import terminal_width, wrap, wrap_all, wrap_command
@@ -161,11 +161,38 @@ def report_lines(state: HarnessState, cells: dict, mode: str, width: int) -> lis
                 lines += ["  rerun:", *("    " + piece for piece in wrap_command(again, width - 4, "  "))]
     else:
         lines.append("no surprise: every cell that ran is as its record declares")
+    lines += _not_applicable(state, cells, width)
     lines += wrap_all(where, width, " " * 8)
     if mode == "grid":
         kinds = {r.name: r.group for r in state.records}
         lines += render_grid(cells, roles(state.records), kinds, width)
     return lines
+
+
+#: Runs of this many encoders or fewer (a ``--model`` run, a plug-in of one's own) say why each
+#: ``n/a`` cell does not apply; larger runs leave the reasons to the reports.
+NA_REASONS_UP_TO = 3
+
+
+def _not_applicable(state: HarnessState, cells: dict, width: int) -> list[str]:
+    """Why each ``n/a`` cell of a small run does not apply (:func:`..verdicts.matrix.not_applicable`),
+    one line for the claims a reason shares."""
+    if len(state.records) > NA_REASONS_UP_TO:
+        return []
+    order, grouped = list(cells), {}
+    table = not_applicable(state.records, cells, state.matrix.outcomes)
+    for claim, row in table.items():
+        for encoder, said in row.items():
+            grouped.setdefault((encoder, said), []).append(claim)
+    lines = []
+    for (encoder, said), claims in grouped.items():
+        at = [order.index(claim) for claim in claims]
+        named = f"{claims[0]} … {claims[-1]}" if len(claims) > 2 and at == list(range(at[0], at[0] + len(at))) \
+            else ", ".join(claims[:-1]) + f" and {claims[-1]}" if len(claims) > 1 else claims[0]
+        lines += wrap(f"n/a   {named} on {encoder}: {said}", width, "      ")
+    count = sum(len(row) for row in table.values())
+    return (wrap(f"{count} cell{'s' if count > 1 else ''} do{'' if count > 1 else 'es'} not apply, and why:", width)
+            + lines) if lines else []
 
 
 def verdict_summary(terminalreporter, state: HarnessState, cells: dict, mode: str = "grid") -> None:

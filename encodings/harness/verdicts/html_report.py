@@ -215,9 +215,24 @@ def _surprises(payload: dict, by_cell) -> str:
     return f'<ul class="surprises">{"".join(items)}</ul>'
 
 
+def _not_applicable_reasons(payload: dict) -> dict[tuple[str, str], str]:
+    """Why a cell does not apply: the report's ``not_applicable`` table, else its specs' outcomes."""
+    reasons: dict[tuple[str, str], str] = {}
+    table = payload.get("not_applicable")
+    for claim, row in (table if isinstance(table, dict) else {}).items():
+        for encoder, said in (row if isinstance(row, dict) else {}).items():
+            reasons[str(claim), str(encoder)] = str(said)
+    for outcome in payload.get("outcomes") or []:
+        if isinstance(outcome, dict) and outcome.get("state") in (State.EXCLUDED.value, State.NA.value):
+            reasons.setdefault((str(outcome.get("claim")), str(outcome.get("encoder"))),
+                               str(outcome.get("message") or "").removeprefix("not applicable: "))
+    return reasons
+
+
 def _matrix_table(payload: dict) -> str:
     matrix = payload.get("matrix") or {}
     roles = payload.get("roles") or {}
+    why = _not_applicable_reasons(payload)
     claims = list(matrix)
     aside = ' class="claim-aside"'
     head = "".join(
@@ -237,7 +252,8 @@ def _matrix_table(payload: dict) -> str:
                 cells.append(f'<td id="{_e(cell_id(claim, encoder))}" class="cell {state_class(state)}'
                              f'{" cross" if crossed else ""}" data-claim="{_e(claim)}" data-encoder="{_e(encoder)}" '
                              f'data-state="{_e(state)}" data-role="{_e(role)}" tabindex="0" '
-                             f'title="{_e(claim)} on {_e(encoder)}: {_e(state)}{" (cross-check)" if crossed else ""}">'
+                             f'title="{_e(claim)} on {_e(encoder)}: {_e(state)}{" (cross-check)" if crossed else ""}'
+                             f'{_e(": " + why[claim, encoder]) if state == State.NA.value and (claim, encoder) in why else ""}">'
                              f'{_e(shown)}</td>')
             published = ' class="published"' if encoder.startswith(PUBLISHED_PREFIX) else ""
             rows.append(f'<tr data-encoder="{_e(encoder)}" data-kind="{_e(kind)}"><th scope="row"{published}>'

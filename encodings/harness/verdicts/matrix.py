@@ -123,6 +123,28 @@ def roles(records) -> dict[str, dict[str, str]]:
     return {claim: {r.name: r.role(claim) for r in records} for claim in (CONTRACT, *CLAIMS)}
 
 
+def not_applicable(records, cells: dict, outcomes: list[Outcome]) -> dict[str, dict[str, str]]:
+    """Why each ``n/a`` cell of a claim about its record's kind does not apply: the record's declared
+    reason and its specs' exclusions, ``{claim: {encoder: reason}}``."""
+    from ..catalogue.claims import is_subject
+
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for record in records:
+        for claim, row in cells.items():
+            if claim != CONTRACT and is_subject(claim, (record.kind,)) and row.get(record.name) == State.NA:
+                declared = record.claims.get(claim)
+                reasons[claim, record.name] = [declared.reason] if declared is not None and declared.reason else []
+    for outcome in outcomes:
+        found = reasons.get((outcome.claim, outcome.encoder))
+        said = outcome.message.removeprefix("not applicable: ")
+        if found is not None and outcome.state in (State.EXCLUDED, State.NA) and said not in found:
+            found.append(said)
+    table: dict[str, dict[str, str]] = {}
+    for (claim, encoder), said in reasons.items():
+        table.setdefault(claim, {})[encoder] = "; ".join(said) or "none of its specs applies to what the record declares"
+    return table
+
+
 def declared_matrix(records) -> dict[str, dict[str, str]]:
     """The matrix a passing run must produce, rendered from the registry's declarations."""
     return {claim: {r.name: r.declared(claim).status for r in records} for claim in (CONTRACT, *CLAIMS)}
