@@ -188,7 +188,8 @@ def test_a_videos_time_ids_follow_its_declared_unit(record):
 @pytest.mark.claim("IDS-5", kinds=("producer",), requires=_builds)
 def test_each_row_of_a_padded_batch_gets_its_ids_alone(record):
     builder = s.build(record)
-    names = [n for n in ("picture", "text", "video", "two pictures") if n in _rows(record)]
+    # two rows with videos of their own seconds: a video's seconds indexed within its row are caught
+    names = [n for n in ("picture", "text", "video", "two pictures", "uneven video") if n in _rows(record)]
     alone = {n: _row(builder, record, n) for n in names}
     width = max(ids.shape[1] for ids, _, _ in alone.values()) + 2  # every row padded, the longest too
     ids, deltas, called = _call(builder, record, [ROWS[n] for n in names], "a left-padded batch", pad_to=width)

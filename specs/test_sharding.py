@@ -24,6 +24,8 @@ from specs import support as s
 
 LENGTH = 24
 WORLDS = (2, 4)
+#: A length no 2 × world divides (26 over 4 ranks): shards that drop the remainder are caught.
+UNEVEN = 26
 START = 100
 
 
@@ -34,6 +36,9 @@ def _shards(record):
 def _sequences(record) -> dict[str, dict]:
     tokens = (1000 + torch.arange(LENGTH)).unsqueeze(0)
     out = {"1D": {"input_ids": tokens, "position_ids": (START + torch.arange(LENGTH)).unsqueeze(0)}}
+    # a sharder may refuse this length with an error (it asks for padding); it may not drop tokens
+    uneven = (1000 + torch.arange(UNEVEN)).unsqueeze(0)
+    out[f"1D of {UNEVEN}"] = {"input_ids": uneven, "position_ids": (START + torch.arange(UNEVEN)).unsqueeze(0)}
     if record.producer.axes == 3:
         spans = [P.Span(P.TEXT, 4), P.Span(P.IMAGE, grid=(1, 4, 6)), P.Span(P.TEXT, 14)]
         out["3D"] = {"input_ids": tokens, "position_ids": P.row_ids(spans, merge=2)[0].unsqueeze(1)}
@@ -45,7 +50,12 @@ def _each_rank(record):
     shard = s.build(record)
     for name, sequence in _sequences(record).items():
         for world in WORLDS:
-            answers = [shard({k: v.clone() for k, v in sequence.items()}, rank, world) for rank in range(world)]
+            try:
+                answers = [shard({k: v.clone() for k, v in sequence.items()}, rank, world) for rank in range(world)]
+            except Exception:  # noqa: BLE001 - a length it does not shard, refused: no shards to judge
+                if name.startswith("1D of "):
+                    continue
+                raise
             yield shard, name, sequence, world, answers
 
 
@@ -80,8 +90,9 @@ def test_the_shards_hold_every_token_exactly_once(record):
         held = torch.cat([torch.as_tensor(a["input_ids"]).reshape(-1) for a in answers])
         expected = sequence["input_ids"].reshape(-1)
         if not torch.equal(held.sort().values, expected.sort().values):
-            counts = torch.bincount(held - 1000, minlength=LENGTH) if held.numel() and held.min() >= 1000 else held
-            s.violated(f"{name} ids over {world} ranks: the shards hold {held.numel()} tokens for {LENGTH}; "
+            counts = torch.bincount(held - 1000, minlength=expected.numel()) if held.numel() and held.min() >= 1000 \
+                else held
+            s.violated(f"{name} ids over {world} ranks: the shards hold {held.numel()} tokens for {expected.numel()}; "
                        f"count of each token {counts.tolist()}", world=world, ids=name)
 
 
@@ -103,7 +114,7 @@ def test_restoring_the_shards_gives_the_sequence_in_order(record):
     for shard, name, sequence, world, answers in _each_rank(record):
         # each rank's true ids for the tokens it holds: restore is judged on its own, not on CP-1's ids
         held = [torch.as_tensor(a["input_ids"]).reshape(-1) - 1000 for a in answers]
-        if any(h.min() < 0 or h.max() >= LENGTH for h in held if h.numel()):
+        if any(h.min() < 0 or h.max() >= sequence["input_ids"].numel() for h in held if h.numel()):
             s.undecided("a rank holds tokens that are not the sequence's: CP-2 judges that")
         truth = [sequence["position_ids"][..., h] for h in held]
         restored = torch.as_tensor(shard.restore(truth))

@@ -494,3 +494,33 @@ def test_a_shift_that_moves_the_logits_past_the_rotary_says_where(tmp_path):
     (outcome,) = _outcomes(verdicts, "MODEL-1")
     assert outcome["state"] == State.UNEXPECTEDLY_FAILING, outcome
     assert "made the identity the shift still moves the logits" in outcome["message"], outcome["message"]
+
+
+class _Layer(torch.nn.Module):
+    """A layer that passes its router's choice on with its hidden states (as an indexer's does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = _Router()
+
+    def forward(self, x):
+        _, index = self.router(x)
+        return x * 2, index
+
+
+def test_only_the_module_that_chooses_is_replayed_and_never_its_hidden_states():
+    """Replaying a layer that carries a choice would replay its hidden states, and any loss would
+    vanish: only the router is kept, and a tensor of its input's shape stays the live one's."""
+    layer = torch.nn.Sequential(_Layer())
+    x = torch.tensor([[2.0, 1.0]])
+    choices = attribution.Selections().record(layer)
+    layer(x)
+    choices.remove()
+    assert sorted(choices.recorded) == ["0", "0.router"]
+    assert choices.innermost().modules() == ["0.router"]
+    passing = attribution.Selections()
+    passing.recorded = {"0": [(x * 2, torch.tensor([0]))]}
+    passing.replay(layer)
+    hidden, _ = layer(x + 1)
+    passing.remove()
+    assert torch.equal(hidden, (x + 1) * 2)  # the live hidden states, not the recorded ones

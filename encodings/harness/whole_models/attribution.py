@@ -168,8 +168,20 @@ def _has_choice(output) -> bool:
 def _like(recorded, live):
     """``recorded`` in ``live``'s dtypes: each floating tensor cast to the live one's dtype."""
     if isinstance(recorded, torch.Tensor):
-        return recorded.to(live.dtype) if recorded.is_floating_point() and live.is_floating_point() else recorded
-    return type(recorded)(_like(r, l) for r, l in zip(recorded, live))
+        return recorded.to(live.dtype) if isinstance(live, torch.Tensor) and recorded.is_floating_point() \
+            and live.is_floating_point() else recorded
+    if isinstance(recorded, (tuple, list)) and isinstance(live, (tuple, list)):
+        return type(recorded)(_like(r, l) for r, l in zip(recorded, live))
+    return recorded  # None, a number: as recorded
+
+
+def _held(recorded, live, stream):
+    """``recorded`` replayed over ``live``: its choices and scores, but never a tensor of the
+    module's input's shape (the hidden states it passes on stay the live model's)."""
+    if isinstance(recorded, (tuple, list)) and isinstance(live, (tuple, list)):
+        return type(recorded)(l if isinstance(l, torch.Tensor) and tuple(l.shape) == stream and l.is_floating_point()
+                              else _like(r, l) for r, l in zip(recorded, live))
+    return _like(recorded, live)
 
 
 class Selections:
@@ -193,13 +205,24 @@ class Selections:
         self._handles += [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
         return self
 
+    def innermost(self) -> Selections:
+        """Keep only the modules that make a choice, not those that pass one on (a layer whose
+        output carries its indexer's top-k): replaying a layer would replay its hidden states."""
+        names = list(self.recorded)
+        self.recorded = {name: outputs for name, outputs in self.recorded.items()
+                         if not any(other.startswith(name + ".") for other in names)}
+        return self
+
     def replay(self, model: nn.Module) -> Selections:
         queue = {name: list(outputs) for name, outputs in self.recorded.items()}
         modules = dict(model.named_modules())
 
         def give(name):
             def hook(module, args, output):
-                return _like(queue[name].pop(0), output) if queue[name] else output
+                if not queue[name]:
+                    return output
+                stream = next((tuple(a.shape) for a in args if isinstance(a, torch.Tensor)), None)
+                return _held(queue[name].pop(0), output, stream)
             return hook
         self._handles += [modules[name].register_forward_hook(give(name)) for name in queue if name in modules]
         return self
