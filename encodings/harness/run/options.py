@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from ..performance import history
-from ..verdicts.width import terminal_width, wrap
+from ..verdicts.width import terminal_width
 
 DEVICES = ("cpu", "cuda")
 #: --perf-threads beyond this many per core is refused (torch crashes sizing its pools at 100000).
@@ -113,7 +114,9 @@ def _value(config, option: str, variable: str | None, default: str) -> tuple[str
 
 
 def _fail(message: str):
-    raise pytest.UsageError("\n".join(wrap(message, terminal_width() - len("ERROR: "))))
+    lines = textwrap.wrap(message, terminal_width() - len("ERROR: "), subsequent_indent="    ",
+                          break_long_words=False, break_on_hyphens=False)  # a path kept whole
+    raise pytest.UsageError("\n".join(lines))
 
 
 def _device(config) -> str:
