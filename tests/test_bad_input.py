@@ -171,3 +171,20 @@ def test_the_complex_form_passes_a_gradient_to_float_positions_when_the_input_ta
     scale = torch.tensor(1.5, requires_grad=True)
     (grad,) = torch.autograd.grad(module(x, torch.arange(5.0) * scale).square().sum(), scale)
     assert torch.isfinite(grad) and grad != 0
+
+
+def test_the_complex_forms_remembered_phasors_are_those_of_each_call():
+    """A call without positions reuses the phasors of an earlier call of its shape and offset (a
+    view of the table): another offset, length or dtype gets its own, and a growing table, a
+    `.to()` or bad input after a remembered call are handled as on the first call."""
+    module = posenc.RotaryEmbeddingComplex(D // H, 4)
+    x = torch.randn(2, 5, H, D // H, dtype=torch.float64)
+    for offset in (0, 3, 0, 7, 3):
+        assert torch.allclose(module(x.float(), offset=offset).double(),
+                              module(x, torch.arange(offset, offset + 5)), atol=1e-5)
+    assert (2, 5, 3, torch.float32, x.device) in module._slices
+    assert torch.allclose(module(x[:, :4].float(), offset=9).double(), module(x[:, :4], torch.arange(9, 13)), atol=1e-5)
+    module.to(torch.float64)
+    assert not module._slices
+    with pytest.raises(ValueError):
+        module(x.float(), offset=-1)

@@ -169,6 +169,9 @@ class RotaryEmbeddingComplex(FrequencyModule):
         self.initial_len, self.max_cache_len = max_seq_len, max(max_cache_len, max_seq_len)
         self._init_frequencies(head_dim, self.base)
         self._phasor_cache: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+        #: (batch, seq, offset, dtype, device) of a call without positions -> its phasors, a view of
+        #: the table: a repeated call skips building and checking positions it has checked before
+        self._slices: dict[tuple, torch.Tensor] = {}
 
     def _direct(self, positions: torch.Tensor, adt: torch.dtype) -> torch.Tensor:
         angles = rotation_angles(positions, self.inv_freq, adt)
@@ -186,6 +189,7 @@ class RotaryEmbeddingComplex(FrequencyModule):
             with torch.no_grad():
                 cache = self._direct(torch.arange(length, device=device), adt)
             self._phasor_cache[key] = cache
+            self._slices.clear()  # views of the table it replaces
         return cache
 
     def phasors(self, positions: torch.Tensor, adt: torch.dtype) -> torch.Tensor:
@@ -198,10 +202,17 @@ class RotaryEmbeddingComplex(FrequencyModule):
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         _check_heads_input(x, self.head_dim)
         adt = angle_dtype(x.dtype)
-        pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device, angle_dtype=adt)
-        table = self._table(offset + x.shape[1], adt, x.device) if positions is None else None
-        # consecutive positions read a slice of the table (no gather): the same phasors, fewer kernels
-        ph = (table[offset:offset + x.shape[1]] if table is not None else self.phasors(pos, adt)).unsqueeze(-2)
+        key = (x.shape[0], x.shape[1], offset, adt, x.device) if positions is None and type(offset) is int else None
+        ph = self._slices.get(key) if key is not None else None
+        if ph is None:
+            pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device, angle_dtype=adt)
+            table = self._table(offset + x.shape[1], adt, x.device) if positions is None else None
+            # consecutive positions read a slice of the table (no gather): the same phasors, fewer kernels
+            ph = (table[offset:offset + x.shape[1]] if table is not None else self.phasors(pos, adt)).unsqueeze(-2)
+            if key is not None and table is not None and not ph.requires_grad:
+                if len(self._slices) >= 64:
+                    self._slices.clear()
+                self._slices[key] = ph
         # (…, d) floats seen as (…, d/2) complex, no copy; a dtype view has no autograd formula
         if x.dtype == adt and x.is_contiguous() and x.storage_offset() % 2 == 0 \
                 and not ((x.requires_grad or ph.requires_grad) and torch.is_grad_enabled()):
@@ -214,6 +225,7 @@ class RotaryEmbeddingComplex(FrequencyModule):
 
     def _apply(self, fn, *args, **kwargs):
         self._phasor_cache.clear()
+        self._slices.clear()
         return super()._apply(fn, *args, **kwargs)
 
     def extra_repr(self) -> str:
