@@ -104,8 +104,13 @@ class _MegatronResetIds:
     attention mask (a token that may not see the one before it starts a document)."""
 
     def __call__(self, examples):
+        import warnings
+
         import torch
-        from megatron.core.datasets.gpt_dataset import _get_ltor_masks_and_position_ids
+
+        with warnings.catch_warnings():  # "Transformer Engine and Apex are not installed": not ours to say
+            warnings.simplefilter("ignore")
+            from megatron.core.datasets.gpt_dataset import _get_ltor_masks_and_position_ids
 
         row = torch.tensor([t for e in examples for t in (*e["input_ids"], EOD)])
         mask, _, positions = _get_ltor_masks_and_position_ids(row, EOD, True, True, False, True)
@@ -166,7 +171,9 @@ def _register() -> None:
         (lambda config: _Flattening()) if tf else missing("transformers"), origin=ORIGIN,
         source=f"transformers {tv} DataCollatorWithFlattening(return_flash_attn_kwargs, return_seq_idx)",
         description="documents flattened in one row, positions restarting"))
-    tt, mc = available("torchtune"), available("megatron-core")
+    # megatron-core is imported at the first call only (its import takes seconds and warns of
+    # optional GPU libraries): installed is enough to register it
+    tt, mc = available("torchtune"), version("megatron-core") is not None
     posenc.register(producer_record(
         "packed_torchtune", ProducerTraits("packing", boundaries=("cu_seq_lens",),
                                            library=f"torchtune {version('torchtune')} PackedDataset"),
