@@ -116,6 +116,10 @@ def test_the_declared_boundaries_agree_with_the_documents(record):
         offsets = [*(at for _, at in located), located[-1][1] + LENGTHS[located[-1][0]]]
         if "cu_seq_lens" in record.producer.boundaries:
             cu = torch.as_tensor(batch["cu_seq_lens"]).reshape(-1).tolist()
+            if offsets[0] != 0:
+                s.violated(f"documents of {[LENGTHS[d] for d, _ in located]} tokens start at {offsets[0]}, after "
+                           f"padding: a packed row begins with its first document (cu_seq_lens {cu} starts at 0)",
+                           order=list(order))
             if cu[:len(offsets)] != offsets or cu[-1] != tokens.numel() or cu != sorted(cu):
                 s.violated(f"documents of {[LENGTHS[d] for d, _ in located]} tokens at {offsets[:-1]} in a row of "
                            f"{tokens.numel()}: cu_seq_lens {cu}, expected {offsets}"
