@@ -136,7 +136,8 @@ def test_a_picture_sits_at_one_time_on_its_grids_rows_and_columns(record):
                 got = (int(ids[1, k]) - start, int(ids[2, k]) - start)
                 if got != (token.row, token.col):
                     s.violated(f"the row {name!r}: the token at row {token.row}, column {token.col} of frame "
-                               f"{token.frame} of block {block} has (h, w) − start = {got}",
+                               f"{token.frame} of block {block} has (h, w) − start = {got}, expected "
+                               f"{(token.row, token.col)}",
                                row=name, block=block, expected=(token.row, token.col))
             if kind == P.IMAGE and set(ids[0, at].tolist()) != {start}:
                 s.violated(f"the row {name!r}: the picture of block {block} has time ids {sorted(set(ids[0, at].tolist()))}"
