@@ -394,7 +394,8 @@ def test_a_broken_plugin_is_named_with_file_line_and_error(start_ups, name):
     result = results[name]
     assert result.returncode == 4, result.stdout[-1500:] + result.stderr[-1500:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and f"plug-in {root / name.split('.')[0]}" in errors[0] and message in errors[0], \
+    said = " ".join(result.stderr[result.stderr.find("ERROR:"):].split())  # wrapped to the terminal
+    assert len(errors) == 1 and f"plug-in {root / name.split('.')[0]}" in said and message in said, \
         result.stderr[-1500:]
     assert "INTERNALERROR" not in result.stderr + result.stdout
 
@@ -504,3 +505,14 @@ def test_fused_strict_flag_is_read_as_a_boolean(monkeypatch):
     _raises(lambda: fused.CompiledRotaryEmbedding(8)(x), RuntimeError, "no C++ compiler")
     monkeypatch.setenv("POSENC_FUSED_STRICT", "maybe")
     _raises(lambda: fused.CompiledRotaryEmbedding(8)(x), ValueError, "POSENC_FUSED_STRICT must be one of")
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("N = 3\n", "N is not a model (type int); give a model class, a factory that returns a torch.nn.Module"),
+    ("def N():\n    return 5\n", "N() returned type int, not a torch.nn.Module"),
+])
+def test_a_model_name_that_is_no_model_is_refused_with_what_it_is(tmp_path, source, said):
+    (tmp_path / "not_a_model.py").write_text(source)
+    result = run_specs("--model", f"{tmp_path / 'not_a_model.py'}:N", "--collect-only", matrix_dir=tmp_path / "r")
+    assert result.returncode == 4, result.stderr[-1500:]
+    assert said in " ".join(result.stderr.split()) and "Traceback" not in result.stderr, result.stderr[-1500:]

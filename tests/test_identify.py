@@ -369,7 +369,7 @@ def _one_error_line(code: int, stdout: str, stderr: str) -> str:
     errors = [line for line in stderr.splitlines() if line.startswith("ERROR:")]
     assert code == 4 and len(errors) == 1, stdout[-1500:] + stderr[-1500:]
     assert "Traceback" not in stderr and "INTERNALERROR" not in stdout + stderr, stderr[-1500:]
-    return errors[0]
+    return " ".join(stderr[stderr.find("ERROR:"):].split())  # the error, wrapped to the terminal, as one line
 
 
 @pytest.fixture(scope="module")

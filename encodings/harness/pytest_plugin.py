@@ -58,7 +58,7 @@ def pytest_configure(config):
     try:
         chosen = select(settings, probe_timeout(config))  # --identify's probing calls run under --timeout
     except SelectionError as error:
-        raise pytest.UsageError(str(error)) from None
+        raise options.usage_error(str(error)) from None
     if settings.perf_threads:
         import torch
 

@@ -113,10 +113,16 @@ def _value(config, option: str, variable: str | None, default: str) -> tuple[str
     return default, "--" + option.replace("_", "-")
 
 
-def _fail(message: str):
+def usage_error(message: str) -> pytest.UsageError:
+    """pytest's usage error, its message wrapped to the terminal after pytest's ``ERROR: ``, a path
+    kept whole."""
     lines = textwrap.wrap(message, terminal_width() - len("ERROR: "), subsequent_indent="    ",
-                          break_long_words=False, break_on_hyphens=False)  # a path kept whole
-    raise pytest.UsageError("\n".join(lines))
+                          break_long_words=False, break_on_hyphens=False)
+    return pytest.UsageError("\n".join(lines))
+
+
+def _fail(message: str):
+    raise usage_error(message)
 
 
 def _device(config) -> str:

@@ -23,7 +23,6 @@ from ..cases import isolation
 from ..catalogue import registry
 from .options import Settings
 from ..catalogue.records import SPEC_CONFIG, EncoderRecord
-from ..verdicts.width import terminal_width, wrap
 
 
 class SelectionError(Exception):
@@ -131,13 +130,21 @@ def register_model(target_spec: str) -> str:
     try:
         module = _load_file(path, "user_model")
         target = getattr(module, name)
+        if not isinstance(target, torch.nn.Module) and not callable(target):
+            raise SelectionError(f"--model {target_spec}: {name} is not a model (type {type(target).__name__}); give a model class, "
+                                 "a factory that returns a torch.nn.Module, or an nn.Module instance")
         make = (lambda: copy.deepcopy(target)) if isinstance(target, torch.nn.Module) else target
         probe = make()
+        if not isinstance(probe, torch.nn.Module):
+            raise SelectionError(f"--model {target_spec}: {name}() returned type {type(probe).__name__}, not a "
+                                 "torch.nn.Module")
         traits = traits_of(probe, **getattr(module, "MODEL_TRAITS", {}))
         designs = transformers_designs(probe, traits)
         declared = {**{claim: refuted(why, specs=specs) for claim, (why, specs) in designs.items()},
                     **getattr(module, "MODEL_CLAIMS", {})}
         claims = model_claims_for(traits, declared)
+    except SelectionError:
+        raise
     except Exception as error:  # noqa: BLE001 - one line, like a plug-in error
         raise SelectionError(f"--model {target_spec}: {type(error).__name__}: {error}") from None
 
@@ -166,9 +173,8 @@ def select(settings: Settings, identify_timeout: float | None = None) -> Selecti
     unknown = [n for n in settings.encoders if not fnmatch.filter(names, n)]
     if unknown:
         shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
-        raise SelectionError("\n".join(wrap(f"--encoders: no encoder matches {', '.join(unknown)}; registered: "
-                                             f"{shown} (pytest specs --collect-only -q lists every spec and encoder)",
-                                             terminal_width())))
+        raise SelectionError(f"--encoders: no encoder matches {', '.join(unknown)}; registered: {shown} "
+                             "(pytest specs --collect-only -q lists every spec and encoder)")
     chosen = [r for r in everything
               if not settings.encoders or any(fnmatch.fnmatchcase(r.name, p) for p in settings.encoders)]
     return Selection(chosen, identified)
