@@ -122,22 +122,19 @@ def threads_left_running() -> list[str]:
             if ident in alive]
 
 
-def processes_left_running() -> list[str]:
+def processes_left_running() -> list:
     """The child processes a spec or a plug-in forked with ``multiprocessing`` and left running:
     Python's exit would join them, for ever."""
     if "multiprocessing" not in sys.modules:
         return []
     import multiprocessing
 
-    return [f"process {p.name} (pid {p.pid})" for p in multiprocessing.active_children()]
+    return multiprocessing.active_children()
 
 
-def end_processes_left_running() -> None:
-    """Terminate the child processes :func:`processes_left_running` names (killed if they linger):
-    left alive they would hold the run's output open, and a pipe reading it would wait for ever."""
-    import multiprocessing
-
-    children = multiprocessing.active_children()
+def end_processes(children) -> None:
+    """Terminate ``children`` (killed if they linger): left alive they would hold the run's output
+    open, and a pipe reading it would wait for ever."""
     for child in children:
         child.terminate()
     for child in children:
@@ -152,7 +149,7 @@ def exit_past_threads(reporter, exit_code: int) -> None:
     threads, processes = threads_left_running(), processes_left_running()
     if not threads and not processes:
         return
-    left = threads + processes
+    left = threads + [f"process {p.name} (pid {p.pid})" for p in processes]
     kinds = " and ".join(k for k, found in (("threads" if len(threads) > 1 else "thread", threads),
                                              ("processes" if len(processes) > 1 else "process", processes)) if found)
     line = (f"posenc: WARNING {len(left)} {kinds} left running by the specs or plug-ins: "
@@ -165,6 +162,5 @@ def exit_past_threads(reporter, exit_code: int) -> None:
             print(part, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    if processes:
-        end_processes_left_running()
+    end_processes(processes)
     os._exit(exit_code)

@@ -131,8 +131,8 @@ def register_model(target_spec: str) -> str:
         module = _load_file(path, "user_model")
         target = getattr(module, name)
         if not isinstance(target, torch.nn.Module) and not callable(target):
-            raise SelectionError(f"--model {target_spec}: {name} is not a model (type {type(target).__name__}); give a model class, "
-                                 "a factory that returns a torch.nn.Module, or an nn.Module instance")
+            raise SelectionError(f"--model {target_spec}: {name} is not a model (type {type(target).__name__}); give "
+                                 "a model class, a factory that returns a torch.nn.Module, or an nn.Module instance")
         make = (lambda: copy.deepcopy(target)) if isinstance(target, torch.nn.Module) else target
         probe = make()
         if not isinstance(probe, torch.nn.Module):

@@ -172,6 +172,7 @@ def announce(config, state: HarnessState) -> None:
     if state.active is None:
         try:
             state.active = reports.ActiveRun.begin(state.settings.matrix_dir, state.run_id)
+            state.recovered += state.active.notes
         except OSError as error:
             state.recovered.append(f"WARNING cannot mark this run active in {state.settings.matrix_dir}: "
                                    f"{error.strerror or error}")

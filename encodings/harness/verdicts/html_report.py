@@ -249,11 +249,12 @@ def _matrix_table(payload: dict) -> str:
                 role = roles.get(claim, {}).get(encoder, VERDICT)
                 crossed = role == CROSS_CHECK
                 shown = f"({symbol(state)})" if crossed else symbol(state)
+                reason = f": {why[claim, encoder]}" if state == State.NA.value and (claim, encoder) in why else ""
                 cells.append(f'<td id="{_e(cell_id(claim, encoder))}" class="cell {state_class(state)}'
                              f'{" cross" if crossed else ""}" data-claim="{_e(claim)}" data-encoder="{_e(encoder)}" '
                              f'data-state="{_e(state)}" data-role="{_e(role)}" tabindex="0" '
                              f'title="{_e(claim)} on {_e(encoder)}: {_e(state)}{" (cross-check)" if crossed else ""}'
-                             f'{_e(": " + why[claim, encoder]) if state == State.NA.value and (claim, encoder) in why else ""}">'
+                             f'{_e(reason)}">'
                              f'{_e(shown)}</td>')
             published = ' class="published"' if encoder.startswith(PUBLISHED_PREFIX) else ""
             rows.append(f'<tr data-encoder="{_e(encoder)}" data-kind="{_e(kind)}"><th scope="row"{published}>'

@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import stat
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -180,13 +179,14 @@ class ActiveRun:
     run_id: str
     others: list[str]
     joined: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what its start found in .active and set aside
     _lock: object = None
 
     @classmethod
     def begin(cls, directory: Path, run_id: str) -> "ActiveRun":
         active = directory / ".active"
         active.mkdir(parents=True, exist_ok=True)
-        others = []
+        others, notes = [], []
         for marker in sorted(active.iterdir()):
             if marker.name == run_id or marker.name.startswith("."):
                 continue
@@ -198,13 +198,13 @@ class ActiveRun:
                 except OSError:
                     pass
             elif marker.is_dir() and not marker.is_symlink():  # no run's marker: set aside, named once
-                aside = active / f".{marker.name}.not-a-marker"
+                aside = active / f".{marker.name}.not-a-marker"  # a dot: never read as a marker again
                 try:
                     os.replace(marker, aside)
-                except OSError:
-                    pass
-                sys.stderr.write(f"posenc: WARNING {marker} is a folder, not a run's marker: set aside as "
-                                 f"{aside.name}\n")
+                    notes.append(f"WARNING {marker} is a folder, not a run's marker: set aside as {aside.name}")
+                except OSError as error:
+                    notes.append(f"WARNING {marker} is a folder, not a run's marker, and could not be set aside: "
+                                 f"{error.strerror or error}")
             else:
                 marker.unlink(missing_ok=True)  # left by a run that was killed
         # locked under a name of its own, then renamed into place: no run ever sees it unlocked
@@ -214,7 +214,7 @@ class ActiveRun:
         lock.write(now() + "\n")
         lock.flush()
         os.replace(pending, active / run_id)
-        return cls(directory, run_id, sorted(others), _lock=lock)
+        return cls(directory, run_id, sorted(others), notes=notes, _lock=lock)
 
     def end(self) -> list[str]:
         """Remove the marker; the runs that began while this one ran. Never raises."""
@@ -258,11 +258,8 @@ def _published_header(directory: Path, run_id: str, warnings: list[str]) -> dict
     top = directory / "verdicts.json"
     if not top.exists():
         return {}
-    if top.is_dir():
-        _set_aside(top, run_id, "is a folder, not a report", warnings)
-        return {}
-    if not_a_file(top):
-        _set_aside(top, run_id, "is not a regular file (a FIFO would block the reader)", warnings)
+    if not_a_file(top):  # a folder, a FIFO (which would block the reader)
+        _set_aside(top, run_id, "is a folder, not a report" if top.is_dir() else "is not a regular file", warnings)
         return {}
     held = top.resolve() if top.is_symlink() else top  # through the published link: the report itself
     try:

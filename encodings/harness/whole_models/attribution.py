@@ -55,7 +55,8 @@ def _outermost(model: nn.Module, pattern: re.Pattern, skip: re.Pattern | None = 
     attribute name (``mamba``, ``mlstm_layer``) is its parent's word for it and is taken as is."""
     prefix, found = _prefix(model), []
     for name, module in model.named_modules():
-        if not name or isinstance(module, (nn.Linear, nn.Embedding, nn.ModuleList)) or NORM.search(type(module).__name__):
+        if not name or isinstance(module, (nn.Linear, nn.Embedding, nn.ModuleList)) \
+                or NORM.search(type(module).__name__):
             continue
         if any(name.startswith(outer + ".") for outer, _ in found):
             continue
@@ -205,16 +206,15 @@ class Selections:
         self._handles += [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
         return self
 
-    def innermost(self) -> Selections:
-        """Keep only the modules that make a choice, not those that pass one on (a layer whose
-        output carries its indexer's top-k): replaying a layer would replay its hidden states."""
-        names = list(self.recorded)
-        self.recorded = {name: outputs for name, outputs in self.recorded.items()
-                         if not any(other.startswith(name + ".") for other in names)}
-        return self
+    def modules(self) -> list[str]:
+        """The modules that make a choice, not those that pass one on (a layer whose output carries
+        its indexer's top-k): replaying a layer would replay its hidden states."""
+        return sorted(name for name in self.recorded
+                      if not any(other.startswith(name + ".") for other in self.recorded))
 
     def replay(self, model: nn.Module) -> Selections:
-        queue = {name: list(outputs) for name, outputs in self.recorded.items()}
+        """Hand ``model``'s choosing modules (:meth:`modules`) the recorded outputs, in call order."""
+        queue = {name: list(self.recorded[name]) for name in self.modules()}
         modules = dict(model.named_modules())
 
         def give(name):
@@ -226,9 +226,6 @@ class Selections:
             return hook
         self._handles += [modules[name].register_forward_hook(give(name)) for name in queue if name in modules]
         return self
-
-    def modules(self) -> list[str]:
-        return sorted(self.recorded)
 
     def remove(self) -> None:
         for handle in self._handles:
