@@ -111,6 +111,12 @@ def test_compare_never_reads_a_fifo_named_like_a_saved_run(tmp_path, compare):
     assert history.saved_runs(tmp_path / "benchmarks")[-1] == newest
     with pytest.raises(history.RunFileError, match="not a regular file"):
         history.read_run(fifo)
+    assert "left out, not regular files: " + str(fifo) in done.stderr
+    assert f"{fifo}: not a regular file" in refusal(compare(tmp_path, "0001", str(fifo)))  # named: refused by name
+    for saved in history.saved_runs(tmp_path / "benchmarks"):
+        saved.unlink()
+    alone = compare(tmp_path)  # the FIFO alone: no saved runs, and it says why
+    assert alone.returncode == 2 and "1 named like one are not regular files" in alone.stderr, alone.stderr
 
 
 def test_compare_still_compares_good_runs(tmp_path, compare):

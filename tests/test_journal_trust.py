@@ -179,6 +179,78 @@ def test_a_finished_runs_report_is_never_rewritten(tmp_path):
     assert journal.unfinished(tmp_path) == []
 
 
+class _StoppedFile:
+    """A journal file whose writes fail as under a file-size limit."""
+
+    closed = False
+
+    def write(self, text):
+        raise OSError(27, "File too large")
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        return -1
+
+    def close(self):
+        self.closed = True
+
+
+def _stopped_journal(run_dir: Path) -> journal.Journal:
+    """A journal that took its beginning and one outcome, then stopped (a file-size limit)."""
+    _dead_journal(run_dir.parents[1], [_begin(run_dir.name), json.dumps({"expect": [[CONTRACT, "x", ["a", "b"]]]}),
+                                       _outcome("a")], run_dir.name)
+    live = journal.Journal(run_dir)
+    live.outcomes = 1
+    live._file.close()
+    live._file = _StoppedFile()
+    live.outcome({"claim": CONTRACT, "encoder": "x", "spec": "t", "test_id": "b", "state": "holds"})
+    assert live.failure and live.outcomes == 1
+    return live
+
+
+def test_a_finished_run_whose_journal_stopped_is_recovered_finished_never_crashed(tmp_path):
+    """The journal stopped after 1 of 2 outcomes, then the report could not be written: the marks
+    beside the journal keep the run finished; its recovered report keeps its status, names the cut,
+    leaves the lost cell not holding, and is not published."""
+    run_dir = tmp_path / "runs" / "20261203-000000-999999"
+    live = _stopped_journal(run_dir)
+    assert live.finished("complete", {"finished": "2026-12-03T00:01:00+00:00"})
+    live.unwritten("could not write the report: File too large")
+    live.close()
+    (line,) = journal.recover_unfinished(tmp_path)
+    assert "finished (complete) but its report was not written (could not write the report: File too large)" \
+        in line and "status crashed" not in line, line
+    header = report(run_dir / "verdicts.json")["header"]
+    assert header["status"] == "complete" and "stopped (File too large) after 1 outcomes" in header["journal_cut"]
+    assert report(run_dir / "verdicts.json")["matrix"][CONTRACT]["x"] != State.HOLDS.value
+    assert not (tmp_path / "published").exists()
+    assert "after 1 outcomes" in (run_dir / "verdicts.md").read_text().splitlines()[0]
+    assert "This run finished, but its record is partial" in (run_dir / "verdicts.html").read_text()
+    assert journal.recover_unfinished(tmp_path) == []  # recovered once
+
+
+def test_a_report_written_after_the_journal_stopped_stands(tmp_path):
+    """The journal stopped, the report was written, the end mark could only go beside it: the next
+    run finds the run ended; killed before that mark, the report is still never rewritten."""
+    for ends in (True, False):
+        run_dir = tmp_path / str(ends) / "runs" / "20261203-000000-999999"
+        live = _stopped_journal(run_dir)
+        header = {"run_id": "r", "started": "2026-12-03T00:00:00+00:00", "status": "complete", "selection": "full"}
+        live.finished("complete", header)
+        for name in ("verdicts.md", "verdicts.html"):
+            (run_dir / name).write_text("as written\n")
+        (run_dir / "verdicts.json").write_text(json.dumps({"header": header, "written": "by the run"}))
+        if ends:
+            live.end("complete")
+            assert journal.unfinished(run_dir.parents[1]) == []
+        else:
+            live.close()
+            assert journal.recover_unfinished(run_dir.parents[1]) == []
+        assert report(run_dir / "verdicts.json")["written"] == "by the run"
+
+
 # ------------------------------------------------------------------ liveness
 
 

@@ -304,7 +304,12 @@ def test_a_disk_that_fills_mid_run_is_one_line_each_for_the_journal_and_the_repo
     assert "INTERNALERROR" not in result.stdout + result.stderr and "Traceback" not in result.stdout, said[-2000:]
     assert "WARNING the journal" in said and "could not be written (File too large) and stopped" in said, said[-2000:]
     assert "could not write the report in" in said, said[-2000:]
+    assert "its journal stopped (File too large) after" in said and "report --recover" in said, said[-2000:]
     assert result.returncode == 0
+    from posenc.harness.verdicts import journal  # the run finished: recovered so, never as crashed
+
+    (line, *_) = journal.recover_unfinished(tmp_path / "reports")
+    assert "finished (complete) but its report was not written" in line and "crashed" not in line, line
 
 
 def _dead_journal(directory: Path, lines: list[str]) -> Path:

@@ -61,6 +61,9 @@ def _compare(args) -> int:
         print(f"error: {error}", file=sys.stderr)
         return USAGE
     before, after = history.read_run(before_path), history.read_run(after_path)
+    odd = history.not_files(Path(args.storage))
+    if odd:
+        print(f"warning: left out, not regular files: {', '.join(map(str, odd))}", file=sys.stderr)
     for difference in history.machine_differences(before.machine, after.machine):
         print(f"warning: the runs differ in {difference}: their timings are not comparable", file=sys.stderr)
     rows = history.comparison_rows(before, after, sort=args.sort)

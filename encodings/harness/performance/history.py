@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,13 +218,21 @@ def saved_runs(storage: Path) -> list[Path]:
                   key=lambda p: (p.name, str(p.parent)))
 
 
+def not_files(storage: Path) -> list[Path]:
+    """What is named like a saved run but is no regular file (a FIFO, a folder): never opened."""
+    storage = Path(str(storage).removeprefix("file://"))
+    return sorted(p for p in storage.glob("*/[0-9][0-9][0-9][0-9]_*.json") if not p.is_file())
+
+
 def find_run(storage: Path, reference: str) -> Path:
-    """A run by file path, by number (``0003`` or ``3``), or ``latest`` / ``previous``."""
-    if Path(reference).is_file():
-        return Path(reference)
-    runs = saved_runs(storage)
+    """A run by file path, by number (``0003`` or ``3``), or ``latest`` / ``previous``. What is
+    no regular file is refused by name, never opened (a FIFO would block the reader)."""
+    if Path(reference).is_file() or (os.path.lexists(reference) and ("/" in reference or reference.endswith(".json"))):
+        return Path(reference)  # what is no regular file, read_run refuses by name
+    runs, odd = saved_runs(storage), not_files(storage)
     if not runs:
-        raise LookupError(f"no saved benchmark runs under {storage} (run pytest -m perf --benchmark-autosave)")
+        raise LookupError(f"no saved benchmark runs under {storage} (run pytest -m perf --benchmark-autosave)"
+                          + (f"; {len(odd)} named like one are not regular files" if odd else ""))
     if reference in ("latest", "previous"):
         index = -1 if reference == "latest" else -2
         if len(runs) < -index:

@@ -62,9 +62,9 @@ def _write_report(config, state, collector, exitstatus) -> None:
                                f"publication was {why}")
             _end_quietly(state, journal)
             return
-        if journal is not None and not journal.failure:
+        if journal is not None:
             journal.unwritten(why)
-            state.notes.append(f"posenc: the report could not be written ({why}); its journal keeps every outcome: "
+            state.notes.append(f"posenc: the report could not be written ({why}); {_what_journal_keeps(journal)}: "
                                f"python -m posenc report --recover --matrix-dir {state.settings.matrix_dir}")
         else:
             state.notes.append(f"posenc: the report could not be written ({why}), and this run has no journal to "
@@ -78,6 +78,15 @@ def _write_report(config, state, collector, exitstatus) -> None:
             _end_quietly(state, journal)
         else:
             journal.unwritten(state.written.warnings[0] if state.written.warnings else "the report could not be written")
+            state.notes.append(f"posenc: {_what_journal_keeps(journal)}: python -m posenc report --recover "
+                               f"--matrix-dir {state.settings.matrix_dir}")
+
+
+def _what_journal_keeps(journal) -> str:
+    if journal.failure is None:
+        return "its journal keeps every outcome"
+    return (f"its journal stopped ({journal.stopped}) after {journal.outcomes} outcomes, which it keeps (the "
+            "later cells will read not run)")
 
 
 def _end_quietly(state, journal) -> None:

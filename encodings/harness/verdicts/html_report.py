@@ -129,6 +129,10 @@ def _status_banner(header: dict) -> str:
                      f'this is not a complete verdict. A cell whose specs all passed reads '
                      f'<em>{_e(State.HOLDS_PARTIAL.value)}</em>; the top-level report keeps the last complete run.'
                      f'</p>')
+    elif header.get("journal_cut"):
+        parts.append(f'<p class="banner banner-interrupted" id="status"><strong>This run finished, but its record '
+                     f'is partial</strong> (status: {_e(status)}): {_e(header["journal_cut"])}. Its report was '
+                     f'recovered from its journal; the top-level report keeps the last complete run.</p>')
     else:
         parts.append(f'<p class="banner banner-complete" id="status">Status: <strong>{_e(status)}</strong></p>')
     if selection and selection != "full":

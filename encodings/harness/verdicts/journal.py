@@ -13,6 +13,12 @@
 * ``{"unwritten": why}`` - the report could not be written (a full disk, a read-only folder);
 * ``{"end": status}`` - the report was written (or recovered).
 
+A journal that stopped (a write failed: a full disk, a file-size limit) cannot take those last
+lines. The run then leaves them beside it, in files that need few bytes or none:
+``journal.finished`` (``{"finished": status, "at": …, "outcomes": n, "stopped": why}``, or empty:
+its status is then unknown), ``journal.unwritten`` (why the report was not written) and
+``journal.ended``; recovery reads them as it reads the lines, and says which outcomes were lost.
+
 **The trust model** (``docs/reference/reports.md``). A run is *finished* once its ``finished``
 line is on disk: its report stands as the run wrote it and is never rewritten; where the report
 is missing or incomplete (killed while writing it, a full disk), recovery writes it from the
@@ -44,6 +50,8 @@ from .reports import hold_lock, held_by_a_live_run, not_a_file, release_lock, ru
 from ..catalogue.states import State
 
 NAME = "journal.jsonl"
+#: Written beside a journal that stopped, in place of its ``finished``, ``unwritten`` and ``end`` lines.
+FINISHED_BESIDE, UNWRITTEN_BESIDE, ENDED_BESIDE = (f"journal.{mark}" for mark in ("finished", "unwritten", "ended"))
 #: A journal line longer than this is damage, never parsed.
 MAX_LINE = 1 << 20
 CRASH_MESSAGE = ("the process ended while this spec ran, with no result: os._exit, a fatal signal such as "
@@ -61,6 +69,8 @@ class Journal:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / NAME
         self.failure: str | None = None  # why the journal stopped, if a write failed
+        self.stopped: str | None = None  # the error that stopped it, in a word or two
+        self.outcomes = 0  # outcomes on disk
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole run
         hold_lock(self._file)  # this run is alive
 
@@ -73,6 +83,7 @@ class Journal:
             if durable:
                 os.fsync(self._file.fileno())
         except OSError as error:  # a full disk: the run goes on, without its journal
+            self.stopped = str(error.strerror or error)
             self.failure = (f"posenc: WARNING the journal {self.path} could not be written ({error.strerror or error}) "
                             "and stopped: a crash from here on would lose the outcomes since")
 
@@ -90,20 +101,47 @@ class Journal:
 
     def outcome(self, outcome: dict) -> None:
         self._write({"outcome": outcome})
+        self.outcomes += self.failure is None
 
     def finished(self, status: str, header: dict) -> bool:
         """Every spec judged: the mark that makes this run finished, on disk before any report is
-        written. False where it could not be written (the run then counts as unfinished)."""
-        self._write({"finished": status, "header": header}, durable=True)
-        return self.failure is None
+        written (beside a journal that stopped). False where neither could be written (the run
+        then counts as unfinished)."""
+        if self.failure is None:
+            self._write({"finished": status, "header": header}, durable=True)
+            if self.failure is None:
+                return True
+        return self._beside(FINISHED_BESIDE, {"finished": status, "at": header.get("finished"),
+                                              "outcomes": self.outcomes, "stopped": self.stopped})
 
     def unwritten(self, why: str) -> None:
         """The report could not be written: recovery says why."""
-        self._write({"unwritten": why}, durable=True)
+        if self.failure is None:
+            self._write({"unwritten": why}, durable=True)
+        if self.failure is not None:
+            self._beside(UNWRITTEN_BESIDE, {"unwritten": why})
 
     def end(self, status: str) -> None:
         self._write({"end": status})
+        if self.failure is not None:
+            self._beside(ENDED_BESIDE, {})
         self.close()
+
+    def _beside(self, name: str, entry: dict) -> bool:
+        """A mark the stopped journal cannot take, in a file of its own: created empty first (a
+        file-size limit or a full disk may still allow that), then filled where it can be."""
+        path = self.path.with_name(name)
+        try:
+            with open(path, "wb") as file:
+                try:
+                    file.write(json.dumps(entry, ensure_ascii=False).encode() if entry else b"")
+                    file.flush()
+                    os.fsync(file.fileno())
+                except OSError:
+                    file.truncate(0)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         release_lock(self._file)
@@ -167,6 +205,8 @@ def _ended(journal: Path) -> bool:
     Anything but a regular file (a FIFO would block the reader) has nothing to recover."""
     if not_a_file(journal):
         return True
+    if journal.with_name(ENDED_BESIDE).is_file():
+        return True
     try:
         with open(journal, "rb") as file:
             file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
@@ -220,11 +260,22 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
         elif "unwritten" in entry:
             unwritten = str(entry["unwritten"])
     damage = {"damaged_lines": bad} if bad else {}
+    beside = _beside(run_dir, FINISHED_BESIDE) if finished is None else None
     if finished is not None:
         status = str(finished["finished"])
         why = unwritten or "the run was stopped while it wrote its report"
         header = {**finished["header"], "recovered": recovered_at, "report_missing": why, **damage}
         cells = matrix.states(complete=status == "complete")
+    elif beside is not None:  # the journal stopped; the run finished and said so beside it
+        status = beside.get("finished") if beside.get("finished") in ("complete", "interrupted", "failed") else "failed"
+        stopped = str(beside.get("stopped") or "a write failed")
+        why = str((_beside(run_dir, UNWRITTEN_BESIDE) or {}).get("unwritten") or f"the report was not written ({stopped})")
+        kept = len(matrix.outcomes)
+        header = {**begin["begin"], "status": status, "finished": beside.get("at"), "recovered": recovered_at,
+                  "report_missing": why, **damage,
+                  "journal_cut": f"the journal stopped ({stopped}) after {kept} outcomes; the run's later outcomes "
+                                 "are lost, and their cells read not run"}
+        cells = matrix.states(complete=False)
     else:
         crashed_in = None
         if running is not None:
@@ -242,6 +293,20 @@ def recover(run_dir: Path, recovered_at: str) -> tuple[dict, str] | None:
                "consequences": as_json(consequences(matrix.outcomes, begin["roles"])),
                "outcomes": [o.as_dict() for o in matrix.outcomes]}
     return payload, render_markdown(cells, begin["roles"], header)
+
+
+def _beside(run_dir: Path, name: str) -> dict | None:
+    """A mark left beside a stopped journal: its entry ({} where it is empty or unreadable), or None
+    where there is none."""
+    path = run_dir / name
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as file:
+            entry = json.loads(file.read(MAX_LINE) or b"{}")
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return entry if isinstance(entry, dict) else {}
 
 
 def _report_stands(run_dir: Path) -> bool:
@@ -317,9 +382,12 @@ def recover_unfinished(directory: Path) -> list[str]:
 
 
 def _finished_mark(journal: Path) -> bool:
-    """Whether the journal has its ``finished`` line (it is the last lines' business: read the tail)."""
+    """Whether the journal has its ``finished`` line (it is the last lines' business: read the tail),
+    or the mark beside it."""
     if not_a_file(journal):
         return False
+    if journal.with_name(FINISHED_BESIDE).is_file():
+        return True
     try:
         with open(journal, "rb") as file:
             file.seek(max(0, file.seek(0, os.SEEK_END) - MAX_LINE))

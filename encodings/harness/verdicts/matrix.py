@@ -181,6 +181,8 @@ def status_line(header: dict) -> str:
         why = header.get("report_missing") or "the process died" + (
             f" while {header['crashed_in']['encoder']} ran" if header.get("crashed_in") else "")
         line += f"; recovered from its journal at {header['recovered']}: {why}"
+    if header.get("journal_cut"):
+        line += f"; {header['journal_cut']}"
     return line + "\n\n"
 
 

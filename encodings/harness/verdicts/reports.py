@@ -318,7 +318,7 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bo
             atomic_write(run_dir / name, texts[name])
     except OSError as error:
         warnings.append(f"could not write the report in {run_dir}: {error.strerror or error}; "
-                        f"{run_dir} keeps what could be written, and its journal every outcome")
+                        f"{run_dir} keeps what could be written, and its journal what it recorded")
         return written(False, f"run {status}, not published: its report could not be written", saved=False)
     if latest:  # a pointer to the newest report: one that cannot be written is named, the report stands
         if (directory / "LATEST").is_dir() and not (directory / "LATEST").is_symlink():
@@ -330,9 +330,10 @@ def write(directory: Path, run_id: str, payload: dict, markdown: str, latest: bo
     if (directory / "published").is_dir() and not (directory / "published").is_symlink():
         _set_aside(directory / "published", run_id, "is a folder, not the link to the published run", warnings)
     top = directory / "verdicts.json"
-    if status != "complete":
+    if status != "complete" or payload["header"].get("journal_cut"):  # a cut journal recovers part of a run
         _prune(directory, keep)
-        return written(False, f"run {status}: {top} keeps the last complete run")
+        cut = ", its journal cut" if payload["header"].get("journal_cut") else ""
+        return written(False, f"run {status}{cut}: {top} keeps the last complete run")
     published = _published_header(directory, run_id, warnings)
     before, ours = instant(published.get("started")), instant(payload["header"]["started"])
     if before is not None and before > instant(now()):  # a clock that ran ahead: no later run could ever publish
