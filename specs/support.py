@@ -8,8 +8,8 @@ claim once, in its ``claim`` marker, and every failure carries a command that re
 from __future__ import annotations
 
 import math
-
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -87,7 +87,20 @@ def answered(what: str, call):
     except (ClaimViolation, GeometryContradiction):
         raise
     except Exception as error:  # noqa: BLE001 - the claim says it answers; any error refutes it
-        violated(f"{what}: raised {type(error).__name__}", message=shorten(str(error)))
+        violated(f"{what}: raised {type(error).__name__}", message=shorten(str(error) or _raised_at(error)))
+
+
+def _raised_at(error: BaseException) -> str:
+    """Where an error with no text was raised (a bare ``assert``): its file, line and source."""
+    import linecache
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    source = (last.line or linecache.getline(last.filename, last.lineno)).strip()
+    return f"no message; raised at {Path(last.filename).name}:{last.lineno} ({last.name}): {source}"
 
 
 def heads_config(head_dim: int, n_heads: int = 2, **overrides) -> dict:

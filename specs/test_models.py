@@ -471,6 +471,36 @@ def _stepped(model, ids, prefill, place, regime, way, device):
     return torch.stack(rows, dim=1), list(range(prefill - 1, ids.shape[1]))
 
 
+def _decode_references(fresh, ids, wanted, decoded, place, device, regime, decode):
+    """A fresh pass on the prefix ending at each decoded position, and the full pass where the
+    model promises one. A long prefix costs a long call each: where the full pass's rows are the
+    prefixes' (checked on the first and the last prefix), a row every decoded way matches stands
+    for its prefix's pass; a fresh pass is made wherever a way disagrees."""
+    if not wanted:
+        return {}, None, 0.0
+    model = fresh.pristine
+    prefixes = {}
+    full = None
+    if _promises_full_pass(fresh.traits, decode.last) and len(wanted) > 2:
+        full, _ = _forward(fresh(), ids, place(_positions(1, decode.length, device=device)),
+                           what=f"{REGIMES[regime]}, a full pass of {decode.length}")
+        bound = _bound(full[:, list(wanted)], model, reach=decode.length)
+        ends = (wanted[0], wanted[-1])
+        prefixes = {j: _prefix_logits(fresh, ids, j + 1, place, device, regime)[:, -1] for j in ends}
+        if all(_error(prefixes[j], full[:, j]) <= bound for j in ends):
+            for j in wanted:
+                agree = all(float((steps[:, at.index(j)] - full[:, j]).abs().amax()) <= bound
+                            for steps, at in decoded.values() if j in at)
+                if agree:
+                    prefixes.setdefault(j, full[:, j])
+    for j in wanted:
+        if j not in prefixes:
+            prefixes[j] = _prefix_logits(fresh, ids, j + 1, place, device, regime)[:, -1]
+    if full is None:
+        bound = _bound(torch.stack([prefixes[j] for j in wanted], dim=1), model, reach=decode.length)
+    return prefixes, full, bound
+
+
 def _decode(record, device, regime):
     fresh = Fresh(record, device)
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
@@ -499,9 +529,7 @@ def _decode(record, device, regime):
     elif "position" in _FOCUS:  # a probe of blame: the position that failed
         wanted = [_FOCUS["position"]]
         decoded = {way: (steps[:, [at.index(j) for j in wanted]], wanted) for way, (steps, at) in decoded.items()}
-    prefixes = {j: _prefix_logits(fresh, ids, j + 1, place, device, regime)[:, -1] for j in wanted}
-    bound = _bound(torch.stack(list(prefixes.values()), dim=1), model, reach=decode.length) if prefixes else 0.0
-    full = None
+    prefixes, full, bound = _decode_references(fresh, ids, wanted, decoded, place, device, regime, decode)
     for way, (steps, at) in decoded.items():
         said = REGIMES[regime] + ("" if way is None else f" {way}")
         reference = torch.stack([prefixes[j] for j in at], dim=1)

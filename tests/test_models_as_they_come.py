@@ -524,3 +524,46 @@ def test_only_the_module_that_chooses_is_replayed_and_never_its_hidden_states():
     hidden, _ = layer(x + 1)
     passing.remove()
     assert torch.equal(hidden, (x + 1) * 2)  # the live hidden states, not the recorded ones
+
+
+@needs_transformers
+def test_a_learned_relative_bias_is_position_code_the_probe_reaches():
+    """ProphetNet makes its own positions and reads relative buckets through a linear map. With all
+    its position code neutralised, the last row of one layer no longer tells the order of the
+    tokens before it (attention without positions is a function of the set); with its absolute
+    table alone zeroed, it still does."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.ProphetNetConfig(vocab_size=128, hidden_size=64, num_decoder_layers=1,
+                                           num_decoder_attention_heads=4, decoder_ffn_dim=128, num_encoder_layers=2,
+                                           num_encoder_attention_heads=4, encoder_ffn_dim=128, init_std=0.2,
+                                           is_decoder=True, is_encoder_decoder=False, add_cross_attention=False)
+    model = transformers.ProphetNetForCausalLM(config).eval()
+    ids = torch.randint(3, 128, (1, 8), generator=torch.Generator().manual_seed(0))
+    shuffled = torch.cat([ids[:, :7].flip(1), ids[:, 7:]], dim=1)
+
+    def moved(m):
+        with torch.no_grad():
+            return float((m(ids).logits[:, -1] - m(shuffled).logits[:, -1]).abs().max())
+
+    reached = attribution.position_code(model)
+    assert any("relative_pos_embeddings" in label and "relative" in label for label in reached), reached
+    assert moved(model) > 1e-3
+    table_only = copy.deepcopy(model)
+    for name, module in table_only.named_modules():
+        if name.endswith("position_embeddings") and isinstance(module, torch.nn.Embedding):
+            module.register_forward_hook(attribution._zeros)
+    assert moved(table_only) > 1e-3  # the relative bias still tells the order
+    attribution.neutralise_positions(model)
+    assert moved(model) < 1e-5
+
+
+def test_an_eager_attention_model_decodes_across_a_threshold_through_a_long_prefill_only_where_affordable():
+    from posenc.harness.whole_models import model_plan as plan
+
+    sdpa, eager = ModelTraits(max_position=8192), ModelTraits(max_position=8192, quadratic_attention=True)
+    assert plan.decode_plan(sdpa) == plan.Decode(8192 - plan.ACROSS, 8192 + plan.ACROSS)
+    assert plan.decode_plan(eager) == plan.Decode(plan.PREFILL, 40)
+    assert plan.decode_plan(ModelTraits(max_position=4096, quadratic_attention=True)).length == 4096 + plan.ACROSS

@@ -321,6 +321,10 @@ class ModelTraits:
     #: Past this position a call's largest position rescales the frequencies (dynamic NTK: the
     #: maximum; longrope: the original length): there a full pass and its prefixes differ by design.
     rescales_at: int | None = None
+    #: The attention forms each call's full score matrix (transformers' eager attention): a long
+    #: prefill costs its square, so decoding crosses thresholds through one only up to
+    #: ``model_plan.DECODE_NEAR_QUADRATIC``.
+    quadratic_attention: bool = False
     #: How a model takes documents packed in one row (MODEL-8): ``positions`` (position ids that
     #: restart tell them, transformers' packed format), ``document_ids`` (a ``document_ids=``
     #: keyword of shape (batch, seq)), or ``none``.

@@ -3,7 +3,9 @@ rests on: the model with its position code neutralised, and with its recurrent l
 
 * **Position code.** A rotary module (a class named ``…Rotary…`` or ``…RoPE…`` that answers
   ``(cos, sin)``) is made the identity: it answers ``(1, 0)``. A learned position table (an
-  ``nn.Embedding`` named ``wpe``, ``embed_positions`` or ``position_embeddings``) answers zeros.
+  ``nn.Embedding`` named ``wpe``, ``embed_positions`` or ``position_embeddings``) answers zeros,
+  and so does a learned relative bias (``relative_attention_bias``, ProphetNet's
+  ``relative_pos_embeddings``: :data:`RELATIVE_TABLES`).
   Where a relation still fails on such a model, the positions do not cause the violation.
 * **Recurrent layers.** A layer that carries a state along the sequence (Mamba mixers, linear
   or delta-rule attention, short convolutions, RG-LRU blocks): the model's config names them
@@ -11,7 +13,8 @@ rests on: the model with its position code neutralised, and with its recurrent l
   attributes named so (``MambaMixer``; xLSTM's ``mlstm_layer``).
   Held at zero (their output replaced by zeros), a violation that vanishes is theirs.
 
-Both probes are forward hooks on a copy of the model; nothing here edits a model's code.
+Both probes are forward hooks on a copy of the model (a learned table's weights are zeroed on
+that copy too, so a path past its ``forward`` reads zeros); nothing here edits a model's code.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from torch import nn
 ROTARY = re.compile(r"rotary|rope", re.I)
 #: Learned position tables, by attribute name.
 POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings")
+#: Learned relative-position biases (T5's buckets, ProphetNet's, CpmAnt's), by attribute name: an
+#: embedding or a linear map whose output is added to the attention scores.
+RELATIVE_TABLES = ("relative_attention_bias", "relative_pos_embeddings", "rel_attn_embed", "rel_pos_bias",
+                   "rel_pos_emb", "rel_embeddings")
 #: Class names (less the model's own prefix) of layers that carry a state along the sequence.
 RECURRENT = re.compile(r"mamba|mixer|lightning|linearattention|linear_attn|deltanet|delta|shortconv|recurrent|rglru"
                        r"|ssm|rwkv|retention|lstm|hyena", re.I)
@@ -129,6 +136,8 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
              for name, module in _outermost(model, ROTARY)]
     found += [(name, module, _zeros) for name, module in model.named_modules()
               if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
+    found += [(f"{name} ({type(module).__name__}, relative)", module, _zeros) for name, module in model.named_modules()
+              if isinstance(module, (nn.Embedding, nn.Linear)) and name.rsplit(".", 1)[-1] in RELATIVE_TABLES]
     tables = {id(m) for _, m, _ in found}  # and absolute sinusoids of their own class (TrOCR's, XGLM's)
     found += [(f"{name} ({type(module).__name__})", module, _zeros) for name, module in model.named_modules()
               if id(module) not in tables and "Sinusoid" in type(module).__name__
@@ -146,6 +155,10 @@ def neutralise_positions(model: nn.Module) -> list[str]:
     found = _position_modules(model)
     for _, module, hook in found:
         module.register_forward_hook(hook)
+        if isinstance(module, (nn.Embedding, nn.Linear)):  # a learned table read past its forward too
+            with torch.no_grad():  # (ProphetNet's predicting stream calls its table's ``_forward``)
+                for parameter in module.parameters(recurse=False):
+                    parameter.zero_()
     return [label for label, _, _ in found]
 
 

@@ -9,7 +9,10 @@ realistic configuration whose threshold the relation never reaches, the relation
 A model's thresholds are its configured maximum and a scaled model's original length. Decoding
 every token across a threshold costs one call a token: up to :data:`DECODE_EVERY` the decode
 runs from a short prefill; up to :data:`DECODE_NEAR` it prefills to just before the threshold
-and decodes across it; past that no relation crosses it.
+and decodes across it (:data:`DECODE_NEAR_QUADRATIC` where the attention forms the whole score
+matrix, as transformers' eager attention does: a pass at 8188 then costs several times SDPA's on
+a CPU); past that no relation crosses it by decoding (MODEL-1's shifts and MODEL-7's windows
+reach it with given positions).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ SEQ = 16
 DECODE_EVERY = 256
 #: Prefill to just before a threshold up to this position and decode across it.
 DECODE_NEAR = 8192
+#: The same, for a model whose attention forms the whole score matrix (its cost grows with the square).
+DECODE_NEAR_QUADRATIC = 4096
 #: Tokens decoded on each side of a threshold reached through a long prefill.
 ACROSS = 4
 #: The prefill before one-token steps where the decode starts early.
@@ -58,7 +63,8 @@ def decode_plan(traits: ModelTraits) -> Decode:
     through a long prefill up to :data:`DECODE_NEAR`), else 40 tokens; inside a table."""
     if traits.table_limited:
         return Decode(PREFILL, min(40, traits.max_position))
-    reachable = [t for t in thresholds(traits) if t <= DECODE_NEAR]
+    near = DECODE_NEAR_QUADRATIC if traits.quadratic_attention else DECODE_NEAR
+    reachable = [t for t in thresholds(traits) if t <= near]
     if not reachable:
         return Decode(PREFILL, 40)
     top = reachable[-1]

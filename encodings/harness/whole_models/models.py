@@ -318,6 +318,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         # transformers tells packed documents by position ids that restart, where the model's mask reads them
         found["packing"] = "positions" if found["takes_position_ids"] else "none"
         found["table_grows"] = absolute and _computed_sinusoids(model)
+        found["quadratic_attention"] = getattr(config, "_attn_implementation", None) == "eager"
         threshold = rescaling_threshold(_rope_type(config), ModelTraits(**{
             k: v for k, v in found.items() if k in ("max_position", "original_max_position")}))
         if threshold:
