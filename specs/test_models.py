@@ -42,11 +42,13 @@ logits' largest magnitude.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
 
 from posenc.harness.whole_models import attribution, model_plan as plan
+from posenc.harness.cases.running import shorten
 from posenc.harness.catalogue.claims import CONTRACT, ClaimViolation, NotPositional
 from posenc.harness.references.contract import Excluded
 from posenc.harness.whole_models.models import ModelSubject, NotInConvention
@@ -587,9 +589,7 @@ def _chunks(record, device, regime):
         model, cache, start, judged = fresh(), None, 0, []
         try:
             for size in sizes:
-                logits, cache = _forward(model, ids[:, start : start + size], place(_positions(1, size, start, device)),
-                                         cache=cache, what=f"{said}, the chunk {start}…{start + size - 1}",
-                                         bare=way == BARE)
+                logits, cache = _chunk(fresh, model, ids, start, size, place, cache, said, way, device)
                 judged.append((start, start + size, logits))
                 start += size
         except Excluded:
@@ -624,6 +624,31 @@ def _chunks(record, device, regime):
                              what=f"{said}, a prefill in chunks of {sizes} gives other logits than one full "
                                   "pass, though each chunk matches its prefix's", regime=regime, **_path(way))
     _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill", regime)
+
+
+#: Words of a model that refuses a multi-token call with its cache, saying so.
+ONE_AT_A_TIME = re.compile(r"only (be )?supported|not (yet )?supported|only supports?", re.I)
+
+
+def _chunk(fresh, model, ids, start, size, place, cache, said, way, device):
+    """A chunk of ``size`` tokens from ``start`` with the cache. A model that refuses a chunk past
+    the first, saying it takes one token at a time with its cache, and then takes one token from
+    the same prefix, keeps a convention of its own: the relation is n/a with its words."""
+    what = f"{said}, the chunk {start}…{start + size - 1}"
+    call = lambda m, n, c: _forward(m, ids[:, start : start + n], place(_positions(1, n, start, device)),  # noqa: E731
+                                    cache=c, what=what, bare=way == BARE)
+    try:
+        return call(model, size, cache)
+    except ClaimViolation as violation:
+        words = str(violation.details.get("message", ""))
+        if cache is None or size == 1 or not ONE_AT_A_TIME.search(words):
+            raise
+        again = fresh()
+        _, prefix = _forward(again, ids[:, :start], place(_positions(1, start, device=device)), bare=way == BARE,
+                             what=f"{said}, a prefill of {start}")
+        call(again, 1, prefix)  # one token from the same prefix: it continues so
+        raise Excluded(f"{type(model.model).__name__} takes one token at a time with its cache (a chunk of {size} "
+                       f"after {start} raised: {shorten(words, 120)})") from None
 
 
 @pytest.mark.claim("MODEL-3", kinds=("model",))

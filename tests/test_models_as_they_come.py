@@ -58,6 +58,13 @@ MODELS = textwrap.dedent('''
     def llama():
         return AutoModelForCausalLM.from_config(transformers.LlamaConfig(**COMMON), attn_implementation="eager")
 
+    def prophetnet():
+        config = transformers.ProphetNetConfig(
+            vocab_size=128, hidden_size=64, num_decoder_layers=2, num_decoder_attention_heads=4, decoder_ffn_dim=128,
+            num_encoder_layers=2, num_encoder_attention_heads=4, encoder_ffn_dim=128, init_std=0.2, is_decoder=True,
+            is_encoder_decoder=False, add_cross_attention=False)
+        return transformers.ProphetNetForCausalLM(config)
+
     def xlstm():
         config = transformers.AutoConfig.for_model(
             "xlstm", vocab_size=128, hidden_size=64, embedding_dim=64, num_hidden_layers=2, num_blocks=2,
@@ -567,3 +574,17 @@ def test_an_eager_attention_model_decodes_across_a_threshold_through_a_long_pref
     assert plan.decode_plan(sdpa) == plan.Decode(8192 - plan.ACROSS, 8192 + plan.ACROSS)
     assert plan.decode_plan(eager) == plan.Decode(plan.PREFILL, 40)
     assert plan.decode_plan(ModelTraits(max_position=4096, quadratic_attention=True)).length == 4096 + plan.ACROSS
+
+
+@needs_transformers
+def test_a_model_that_continues_one_token_at_a_time_reads_n_a_on_chunks_and_its_pads_are_blamed_on_positions(tmp_path):
+    """ProphetNet refuses a multi-token call with its cache, saying so, and takes one token: its
+    chunked prefill is n/a with its words. Its left pads move its logits, and with its position
+    table and relative buckets neutralised they do not: that FAIL is the positions'."""
+    verdicts = _run(tmp_path, "prophetnet")
+    cells = _cells(verdicts, "model_prophetnet")
+    assert cells["MODEL-3"] == State.NA, cells
+    chunked = [o["message"] for o in _outcomes(verdicts, "MODEL-3") if o["state"] == State.EXCLUDED]
+    assert any("takes one token at a time with its cache" in m and "only supported" in m for m in chunked), chunked
+    padded = [o for o in _outcomes(verdicts, "MODEL-4") if o["state"] == State.UNEXPECTEDLY_FAILING]
+    assert padded and all(o["blame"] == "" for o in padded), padded
