@@ -316,3 +316,13 @@ def test_the_peak_source_reads_a_traces_memory_events():
 def test_a_peak_inside_a_compiled_graph_is_named_without_its_cache_key():
     source = profiling.PeakSource(peak_bytes=2**20, op="## Call CompiledFxGraph feiknye23344rjwj ##", nbytes=2**20)
     assert str(source) == "compiled graph 1.00 MiB"
+
+
+def test_the_perf_benchmark_alternates_short_and_full_runs():
+    """A machine that drifts over the measurement moves both lengths alike: the full runs sit
+    between the short ones, never all after them."""
+    from posenc.tools.perf_figures import schedule
+
+    assert schedule(3, 1) == [("short", 0), ("full", 0), ("short", 1), ("short", 2)]
+    assert schedule(3, 2) == [("short", 0), ("full", 0), ("short", 1), ("full", 1), ("short", 2)]
+    assert [length for length, _ in schedule(1, 3)].count("full") == 3

@@ -6,8 +6,8 @@
   memory and kernels) and the machine it ran on, in ``docs/measurements/perf-cpu.json``.
 * ``python -m posenc perf-benchmark`` (:func:`main`) measures how long ``pytest specs -m perf``
   takes, and whether its short length keeps the ratios of the full one. It runs the default (short)
-  perf run ``--repeat`` times and the full-length run ``--full-repeat`` times, start-up included,
-  each with ``--benchmark-json``; then, per benchmark (group and encoder), it compares ×copy (the
+  perf run ``--repeat`` times and the full-length run ``--full-repeat`` times, alternately (a
+  drifting machine moves both), start-up included, each with ``--benchmark-json``; then, per benchmark (group and encoder), it compares ×copy (the
   call's time against a same-run copy of its bytes): the **noise** is the spread of the short runs'
   ×copy, (max − min) / median; the **agreement** is the full run's ×copy against the short runs'
   median, as a relative difference, *within the noise* where it is no larger than the noise (or
@@ -133,16 +133,25 @@ def _run(length: str, out: Path) -> dict:
     return {"wall": wall, "ratios": ratios, "rc": done.returncode}
 
 
+def schedule(repeat: int, full_repeat: int) -> list[tuple[str, int]]:
+    """The runs in the order they are made: short and full alternate (``S F S F S``), so a
+    machine that drifts over the measurement moves both lengths alike."""
+    order = []
+    for i in range(max(repeat, full_repeat)):
+        order += [("short", i)] if i < repeat else []
+        order += [("full", i)] if i < full_repeat else []
+    return order
+
+
 def measure(repeat: int, full_repeat: int) -> dict:
     from posenc.harness.performance import machine
 
     with tempfile.TemporaryDirectory() as scratch:
         runs = {"short": [], "full": []}
-        for length, count in (("short", repeat), ("full", full_repeat)):
-            for i in range(count):
-                out = Path(scratch) / f"{length}-{i}"
-                out.mkdir()
-                runs[length].append(_run(length, out))
+        for length, i in schedule(repeat, full_repeat):  # interleaved: a machine's drift hits both lengths
+            out = Path(scratch) / f"{length}-{i}"
+            out.mkdir()
+            runs[length].append(_run(length, out))
     keys = sorted(set.intersection(*(set(r["ratios"]) for r in runs["short"] + runs["full"])))
     rows = {}
     for key in keys:
