@@ -65,6 +65,11 @@ MODELS = textwrap.dedent('''
             is_encoder_decoder=False, add_cross_attention=False)
         return transformers.ProphetNetForCausalLM(config)
 
+    def xlm():
+        config = transformers.AutoConfig.for_model("xlm", vocab_size=128, emb_dim=64, n_layers=2, n_heads=4,
+                                                   causal=True, init_std=0.2, embed_init_std=0.2)
+        return AutoModelForCausalLM.from_config(config)
+
     def xlstm():
         config = transformers.AutoConfig.for_model(
             "xlstm", vocab_size=128, hidden_size=64, embedding_dim=64, num_hidden_layers=2, num_blocks=2,
@@ -588,3 +593,16 @@ def test_a_model_that_continues_one_token_at_a_time_reads_n_a_on_chunks_and_its_
     assert any("takes one token at a time with its cache" in m and "only supported" in m for m in chunked), chunked
     padded = [o for o in _outcomes(verdicts, "MODEL-4") if o["state"] == State.UNEXPECTEDLY_FAILING]
     assert padded and all(o["blame"] == "" for o in padded), padded
+
+
+@needs_transformers
+def test_a_model_that_takes_the_full_ids_with_its_cache_keeps_a_convention_of_its_own(tmp_path):
+    """XLM returns no cache and cuts the new tokens from the full ids itself: a one-token step
+    with its cache fails its own bare ``assert``, while the full ids answer. Its contract holds,
+    its cached relations read n/a saying so, and its real defects stay FAIL."""
+    verdicts = _run(tmp_path, "xlm")
+    cells = _cells(verdicts, "model_xlm")
+    assert cells["contract"] == State.HOLDS and cells["MODEL-2"] == State.NA, cells
+    said = [o["message"] for o in _outcomes(verdicts, "MODEL-2")]
+    assert all("convention of its own" in m and "modeling_xlm.py" in m for m in said), said
+    assert cells["MODEL-7"] == State.UNEXPECTEDLY_FAILING, cells  # its table raises an error naming no limit
