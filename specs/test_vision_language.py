@@ -58,7 +58,7 @@ SHIFTS = (1, 1000)
 def _subject(fresh):
     model = fresh()
     if not hasattr(model, "prompt"):
-        raise Excluded("the model takes no pictures (no vision adapter)")
+        raise Excluded("not run as a vision-language model with M-RoPE ids (no vision adapter)")
     return model
 
 

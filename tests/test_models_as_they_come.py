@@ -70,6 +70,22 @@ MODELS = textwrap.dedent('''
                                                    causal=True, init_std=0.2, embed_init_std=0.2)
         return AutoModelForCausalLM.from_config(config)
 
+    def rwkv():
+        config = transformers.RwkvConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, attention_hidden_size=64,
+                                         intermediate_size=128, context_length=64, initializer_range=0.2)
+        return AutoModelForCausalLM.from_config(config)
+
+    def reformer():
+        config = transformers.ReformerConfig(
+            vocab_size=128, hidden_size=64, attention_head_size=16, num_attention_heads=4, feed_forward_size=128,
+            attn_layers=["local", "lsh"], num_hidden_layers=2, is_decoder=True, axial_pos_embds_dim=[16, 48],
+            initializer_range=0.2)
+        return AutoModelForCausalLM.from_config(config)
+
+    def llama_far():
+        config = transformers.LlamaConfig(**{**COMMON, "max_position_embeddings": 524288})
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+
     def xlstm():
         config = transformers.AutoConfig.for_model(
             "xlstm", vocab_size=128, hidden_size=64, embedding_dim=64, num_hidden_layers=2, num_blocks=2,
@@ -606,3 +622,96 @@ def test_a_model_that_takes_the_full_ids_with_its_cache_keeps_a_convention_of_it
     said = [o["message"] for o in _outcomes(verdicts, "MODEL-2")]
     assert all("convention of its own" in m and "modeling_xlm.py" in m for m in said), said
     assert cells["MODEL-7"] == State.UNEXPECTEDLY_FAILING, cells  # its table raises an error naming no limit
+
+
+@needs_transformers
+def test_a_cache_under_a_name_of_its_own_is_continued_and_a_batched_step_of_the_wrong_shape_fails(tmp_path):
+    """RWKV takes and returns ``state``, Reformer ``past_buckets_states``: both continue their
+    sequences. RWKV's step on two rows answers two tokens' logits while one row's answers one:
+    its contract fails, where CpmAnt's full-ids convention would read n/a."""
+    (tmp_path / "rwkv").mkdir(), (tmp_path / "reformer").mkdir()
+    rwkv = _run(tmp_path / "rwkv", "rwkv")
+    cells = _cells(rwkv, "model_rwkv")
+    assert cells["contract"] == State.UNEXPECTEDLY_FAILING and cells["MODEL-2"] != State.NA, cells
+    (contract,) = _outcomes(rwkv, "contract")
+    assert "a step of 1 token on 2 rows with the returned cache gives logits of shape (2, 2, 128)" in contract["message"]
+    reformer = _run(tmp_path / "reformer", "reformer")
+    cells = _cells(reformer, "model_reformer")
+    assert cells["contract"] == State.HOLDS and cells["MODEL-2"] == State.HOLDS, cells
+    chunked = [o for o in _outcomes(reformer, "MODEL-3") if o["state"] == State.UNEXPECTEDLY_FAILING]
+    assert chunked and all("not positional" in o["message"] and o["blame"] for o in chunked), chunked
+
+
+@needs_transformers
+def test_far_from_0_a_shift_has_teeth_where_a_position_one_off_moves_the_logits_past_the_tolerance(tmp_path):
+    """At a maximum of 2^19 the shift's window sits past 524000: the angles' rounding allowance is
+    about half what a position one off moves there, and a relation has teeth where that move
+    passes its tolerance. Counting the allowance twice left every such model undecided."""
+    verdicts = _run(tmp_path, "llama_far", "-k", "shifting")
+    assert _cells(verdicts, "model_llama_far")["MODEL-1"] == State.HOLDS, _outcomes(verdicts, "MODEL-1")
+
+
+CRASHING = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    class Crashing(nn.Module):
+        vocab_size, max_position = 64, 64
+
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(64, 8)
+
+        def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
+            raise RuntimeError("this model cannot be called")
+''')
+
+
+def test_a_model_that_cannot_be_called_fails_its_contract_and_blocks_every_relation(tmp_path):
+    verdicts = _run(tmp_path, "Crashing", source=CRASHING, file="user_crashing.py")
+    cells = _cells(verdicts, "model_Crashing")
+    assert cells["contract"] == State.UNEXPECTEDLY_FAILING, cells
+    relations = {c: v for c, v in cells.items() if c.startswith("MODEL-") and v != State.NA}
+    assert relations and set(relations.values()) == {State.BLOCKED}, cells
+    blocked = [o["message"] for o in verdicts["outcomes"] if o["state"] == State.BLOCKED]
+    assert all("cannot be called" in m and "this model cannot be called" in m for m in blocked), blocked
+
+
+def test_an_error_is_placed_in_the_module_that_raised_it_and_never_outside_position_code_it_may_hold():
+    """The error's traceback names the module whose forward raised it: a router's is no position
+    code; a rotary's is; so is a container's whose own forward raised beside a position table."""
+    from torch import nn
+
+    class Router(nn.Module):
+        def forward(self, x):
+            raise RuntimeError("dtype")
+
+    class MyRotaryEmbedding(nn.Module):
+        def forward(self, x):
+            raise RuntimeError("angles")
+
+    class Embeddings(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.position_embeddings = nn.Linear(2, 2)
+
+        def forward(self, x):
+            raise RuntimeError("sizes")
+
+    class Model(nn.Module):
+        def __init__(self, raising):
+            super().__init__()
+            self.rotary, self.mlp, self.embeddings = MyRotaryEmbedding(), Router(), Embeddings()
+            self.raising = raising
+
+        def forward(self, x):
+            return getattr(self, self.raising)(x)
+
+    def where(raising):
+        model = Model(raising)
+        with pytest.raises(RuntimeError) as caught:
+            model(torch.zeros(1))
+        return attribution.outside_position_code(model, attribution.raised_in(model, caught.value))
+
+    assert where("mlp") == "mlp (Router)"
+    assert where("rotary") is None and where("embeddings") is None

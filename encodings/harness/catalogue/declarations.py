@@ -91,7 +91,7 @@ def multiaxis_claims(overrides=None) -> dict:
 MODEL_DEFAULTS = {
     **{c: not_applicable("a claim about an encoder; the model's relations are MODEL-*") for c in CLAIMS},
     **{c: HOLDS for c in CLAIMS if c.startswith("MODEL-")},
-    **{c: not_applicable("the model takes no pictures (traits.vision)") for c in VLM_CLAIMS},
+    **{c: not_applicable("not run as a vision-language model with M-RoPE ids (traits.vision)") for c in VLM_CLAIMS},
 }
 
 

@@ -254,7 +254,11 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             config = BuildConfig(**{**SPEC_CONFIG.__dict__, "dtype": torch.float32, "device": device})
             model = record.build(config).to(device)
             ids = torch.randint(3, vocab, (rows, n + 1)).to(device)
-            logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
+            try:
+                logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
+            except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
+                return (f"{record.name} cannot be called: input ids {(rows, n)} raised {type(error).__name__} "
+                        f"({_where(error)})"), None
             problem = _logits_shape_problem(record.name, logits, ids[:, :n], vocab, f"input ids {(rows, n)}")
             if problem:
                 return problem, None
@@ -274,7 +278,15 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             problem = _logits_shape_problem(record.name, step, ids[:, n:], vocab,
                                             f"one token more with its cache, input ids {(rows, 1)}")
             if problem and getattr(model, "continues_by_its_own_convention", False):
-                # a library model that continues its cache another way (CpmAnt takes the full ids)
+                # a library model that continues its cache another way (CpmAnt takes the full ids),
+                # unless one row's step has the right shape: then its batched step is wrong (RWKV's)
+                one = {k: None if v is None else v[:1] for k, v in given(torch.arange(n, device=device).expand(
+                    rows, n), 0).items()}
+                _, one_cache = model(ids[:1, :n], **one)
+                one_step, _ = model(ids[:1, n:], **{k: None if v is None else v[:1] for k, v in given(
+                    torch.full((rows, 1), n, device=device), n).items()}, cache=one_cache)
+                if isinstance(one_step, torch.Tensor) and tuple(one_step.shape) == (1, 1, vocab):
+                    return None, None  # the specs report the batched step's shape
                 return None, f"{problem}: it continues a sequence by a convention of its own"
             return problem, None
     except Exception:  # noqa: BLE001 - a crash is the specs' to report, cell by cell

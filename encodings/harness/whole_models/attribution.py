@@ -136,6 +136,10 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
              for name, module in _outermost(model, ROTARY)]
     found += [(name, module, _zeros) for name, module in model.named_modules()
               if isinstance(module, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_TABLES]
+    tables = {id(m) for _, m, _ in found}  # a table of a class of its own (Reformer's axial embeddings)
+    found += [(f"{name} ({type(module).__name__})", module, _zeros) for name, module in model.named_modules()
+              if id(module) not in tables and name.rsplit(".", 1)[-1] in POSITION_TABLES
+              and not ROTARY.search(type(module).__name__) and not _outermost(module, ROTARY)]
     found += [(f"{name} ({type(module).__name__}, relative)", module, _zeros) for name, module in model.named_modules()
               if isinstance(module, (nn.Embedding, nn.Linear)) and name.rsplit(".", 1)[-1] in RELATIVE_TABLES]
     tables = {id(m) for _, m, _ in found}  # and absolute sinusoids of their own class (TrOCR's, XGLM's)
@@ -244,3 +248,44 @@ class Selections:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+
+
+#: Names of modules and attributes that may hold position code the probes do not reach.
+POSITION_LIKE = re.compile(r"rotary|rope|posit|pos_emb|embed_pos|wpe|relative|rel_pos|alibi|sinus", re.I)
+
+
+def raised_in(model: nn.Module, error: BaseException) -> list[tuple[str, nn.Module]]:
+    """The modules of ``model`` whose ``forward`` was running when ``error`` (or the error it was
+    raised while handling) was raised, outermost first, read from its traceback's frames."""
+    while error.__traceback__ is not None and error.__context__ is not None and not _frames_in(model, error):
+        error = error.__context__
+    return _frames_in(model, error)
+
+
+def _frames_in(model: nn.Module, error: BaseException) -> list[tuple[str, nn.Module]]:
+    names = {id(m): name for name, m in model.named_modules()}
+    chain, tb = [], error.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, nn.Module) and id(owner) in names and (not chain or chain[-1][1] is not owner):
+            chain.append((names[id(owner)], owner))
+        tb = tb.tb_next
+    return chain
+
+
+def outside_position_code(model: nn.Module, chain: list[tuple[str, nn.Module]]) -> str | None:
+    """Where an error raised in ``chain`` (:func:`raised_in`) was raised, where no position code
+    can have run there: no module of the chain is position code, and the innermost holds nothing
+    named like it (a container of position code the probes do not reach is no evidence). None
+    otherwise."""
+    if not chain:
+        return None
+    found = {id(m) for _, m, _ in _position_modules(model)}
+    if any(id(m) in found or POSITION_LIKE.search(type(m).__name__) for _, m in chain):
+        return None
+    name, innermost = chain[-1]
+    if innermost is model or any(POSITION_LIKE.search(f"{n} {type(m).__name__}")
+                                 for n, m in innermost.named_modules()) or any(
+            POSITION_LIKE.search(n) for n, _ in innermost.named_buffers()):
+        return None
+    return f"{name} ({type(innermost).__name__})"

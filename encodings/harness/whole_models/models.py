@@ -48,6 +48,11 @@ def _logits(out) -> torch.Tensor:
     return out.logits
 
 
+#: The names transformers' models give the cache they take and return (RWKV's ``state``, Reformer's
+#: ``past_buckets_states``), in the order they are looked for in a forward's parameters.
+CACHE_ARGUMENTS = ("cache", "past_key_values", "cache_params", "state", "past_buckets_states")
+
+
 class HFCausalLM(ModelSubject):
     """transformers' causal LM: ``model(input_ids, position_ids=, attention_mask=, cache=, use_cache=True)``."""
 
@@ -59,7 +64,7 @@ class HFCausalLM(ModelSubject):
     def __init__(self, model: nn.Module, traits: ModelTraits):
         super().__init__(model, traits)
         parameters = inspect.signature(model.forward).parameters
-        self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
+        self.cache_argument = next((a for a in CACHE_ARGUMENTS if a in parameters), "past_key_values")
         #: Its forward names a cache (a ``**kwargs`` that would swallow one is no cache: OpenAI GPT).
         self.takes_cache = self.cache_argument in parameters
         self.takes_position_ids = "position_ids" in parameters
@@ -84,8 +89,8 @@ class HFCausalLM(ModelSubject):
                 and not self.counts_past_its_pads and not bool(attention_mask.bool().all()):
             # Under padding transformers' forward counts from the cache alone; its generation derives
             # the positions from the mask (the model's own code, as generate runs it).
-            position_ids = self.model._prepare_position_ids_for_generation(
-                input_ids, {"attention_mask": attention_mask})[..., -input_ids.shape[1]:]
+            derived = self.model._prepare_position_ids_for_generation(input_ids, {"attention_mask": attention_mask})
+            position_ids = None if derived is None else derived[..., -input_ids.shape[1]:]  # None: its own (Reformer)
         if position_ids is not None:
             if not self.takes_position_ids:
                 raise NotInConvention(f"{type(self.model).__name__} takes no position_ids")
@@ -102,8 +107,8 @@ class HFCausalLM(ModelSubject):
         if arguments["use_cache"] and (cache is not None or self.caller_keeps_cache):
             arguments[self.cache_argument] = cache if cache is not None else self._generation_cache()
         out = self.model(**arguments)
-        returned = getattr(out, "cache", None)
-        returned = returned if returned is not None else getattr(out, "past_key_values", None)
+        returned = next((r for r in (getattr(out, name, None) for name in (self.cache_argument, *CACHE_ARGUMENTS))
+                         if r is not None), None)
         if returned is None and arguments["use_cache"]:
             if self.cache_argument in arguments:
                 return out.logits, arguments[self.cache_argument]
