@@ -249,3 +249,43 @@ def test_trocr_decodes_past_its_sinusoid_only_in_one_pass():
                 cache = _cache(model(ids[:, step:step + 1], past_key_values=cache, use_cache=True))
         assert model(ids).logits.shape == (1, 67, 128)  # one pass grows the table to its own length
     assert step >= 62 and not any(word in str(raised.value).lower() for word in LIMIT_WORDS), (step, raised.value)
+
+
+def test_rwkv_steps_two_rows_with_its_state_into_two_tokens_logits():
+    """RWKV (2 layers, width 64): after 16 tokens on two rows, one token more with the returned
+    ``state`` answers logits for two tokens per row; one row alone answers one, as it should."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.RwkvConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, attention_hidden_size=64,
+                                     intermediate_size=128, context_length=64, initializer_range=0.2)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(3, 128, (2, 17), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        two = model(ids[:, 16:], state=model(ids[:, :16], use_cache=True).state, use_cache=True).logits
+        one = model(ids[:1, 16:], state=model(ids[:1, :16], use_cache=True).state, use_cache=True).logits
+    assert tuple(two.shape) == (2, 2, 128) and tuple(one.shape) == (1, 1, 128)
+
+
+def test_blt_cannot_be_called_with_its_default_cache():
+    """BLT (a tiny config of its four sub-models): ``model(ids)`` makes a cache from a config that
+    has no ``num_hidden_layers`` and raises; with ``use_cache=False`` the same call answers."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    sub = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+           "initializer_range": 0.2}
+    config = transformers.AutoConfig.for_model(
+        "blt", vocab_size=260, initializer_range=0.2, encoder_hash_byte_group_vocab=512,
+        patcher_config={**sub, "vocab_size": 260, "num_hidden_layers": 2, "head_dim": 16},
+        encoder_config={**sub, "vocab_size": 260, "num_hidden_layers": 1, "hidden_size_global": 128},
+        decoder_config={**sub, "vocab_size": 260, "num_hidden_layers": 2, "hidden_size_global": 128, "head_dim": 16},
+        global_config={**sub, "hidden_size": 128, "num_hidden_layers": 2, "head_dim": 32})
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(3, 200, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert model(ids, use_cache=False).logits.shape == (1, 16, 260)
+        with pytest.raises(AttributeError, match="num_hidden_layers"):
+            model(ids)
