@@ -205,7 +205,7 @@ def _stopped_journal(run_dir: Path) -> journal.Journal:
     live.outcomes = 1
     live._file.close()
     live._file = _StoppedFile()
-    live.outcome({"claim": CONTRACT, "encoder": "x", "spec": "t", "test_id": "b", "state": "holds"})
+    live.outcome({"claim": CONTRACT, "encoder": "x", "spec": "t", "test_id": "b", "state": State.HOLDS.value})
     assert live.failure and live.outcomes == 1
     return live
 

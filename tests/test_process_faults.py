@@ -309,7 +309,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_each_for_the_journal_and_the_repo
     from posenc.harness.verdicts import journal  # the run finished: recovered so, never as crashed
 
     (line, *_) = journal.recover_unfinished(tmp_path / "reports")
-    assert "finished (complete) but its report was not written" in line and "crashed" not in line, line
+    assert "finished (complete) but its report was not written" in line and State.CRASHED.value not in line, line
 
 
 def _dead_journal(directory: Path, lines: list[str]) -> Path:
