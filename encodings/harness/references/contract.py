@@ -22,7 +22,8 @@ model and device): a call on two rows of tokens answers logits of shape (rows, t
 and a cache with which one token more answers (rows, 1, vocabulary). Logits of another shape block
 every relation of the model (the ``contract`` row says why). A model that returns no cache (a bare
 tensor, or None) keeps a convention the harness cannot continue: the relations that continue a
-sequence (:data:`CACHED_RELATIONS`) are ``n/a`` on it, with that reason (:func:`model_not_applicable`).
+sequence (:data:`CACHED_RELATIONS`) are ``n/a`` on it, with that reason (:func:`model_not_applicable`);
+those that pad, batch or query far (MODEL-4 … MODEL-6) judge its prompts and its one pass alone.
 """
 
 from __future__ import annotations
@@ -173,9 +174,9 @@ def _later_positions_history(record: EncoderRecord, dtype: torch.dtype, device: 
             "a fresh one's: its output depends on the calls before") if changed else None
 
 
-#: The model relations that continue a sequence with the model's cache (decoding, chunks, padded
-#: prompts then decoding, a query decoded after its keys: ``specs/test_models.py``).
-CACHED_RELATIONS = frozenset({"MODEL-2", "MODEL-3", "MODEL-4", "MODEL-5", "MODEL-6"})
+#: The model relations that continue a sequence with the model's cache (decoding, chunks:
+#: ``specs/test_models.py``); the others judge a model without one on its prompts alone.
+CACHED_RELATIONS = frozenset({"MODEL-2", "MODEL-3"})
 #: The model probe's rows and tokens (the model relations' window, ``model_plan.SEQ``).
 MODEL_PROBE_ROWS, MODEL_PROBE_TOKENS = 2, 16
 _MODEL_PROBES: dict[tuple[str, str], tuple[str | None, str | None]] = {}
@@ -245,7 +246,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
 
     def given(positions: torch.Tensor, held: int) -> dict:
         mask = torch.ones(rows, held + positions.shape[1], dtype=torch.long, device=device)
-        return {"position_ids": positions if traits.takes_position_ids else None,
+        return {"position_ids": positions.contiguous() if traits.takes_position_ids else None,  # Kosmos-2 views them
                 "attention_mask": mask if traits.takes_attention_mask else None}
 
     try:

@@ -28,7 +28,7 @@ from torch import nn
 #: Class names (less the model's own prefix) of the position code.
 ROTARY = re.compile(r"rotary|rope", re.I)
 #: Learned position tables, by attribute name.
-POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings")
+POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings", "position_embeds_layer")
 #: Learned relative-position biases (T5's buckets, ProphetNet's, CpmAnt's), by attribute name: an
 #: embedding or a linear map whose output is added to the attention scores.
 RELATIVE_TABLES = ("relative_attention_bias", "relative_pos_embeddings", "rel_attn_embed", "rel_pos_bias",

@@ -299,10 +299,11 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     config = getattr(model, "config", None)
     found = {}
     if config is not None and is_transformers_model(model):
-        found["vocab_size"] = int(config.vocab_size)
-        found["max_position"] = next((int(getattr(config, a)) for a in (  # XLNet's -1: no maximum
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config  # Fuyu's, GOT-OCR2's
+        found["vocab_size"] = int(getattr(config, "vocab_size", None) or text.vocab_size)
+        found["max_position"] = next((int(getattr(c, a)) for c in (config, text) for a in (  # XLNet's -1: none
             "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
-            if (getattr(config, a, None) or 0) > 0), None)
+            if (getattr(c, a, None) or 0) > 0), None)
         rope = rope_parameters(getattr(config, "rope_parameters", None))
         if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
@@ -382,6 +383,8 @@ def _computed_sinusoids(model: nn.Module) -> bool:
 
 #: A module of absolute positions, by its class name (OPT's learned, XGLM's sinusoidal table).
 ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding")
+#: Module paths of a multimodal model's other towers: their position tables read no text positions.
+TOWER = re.compile(r"(^|\.)(audio|vision|visual|image|speech)[a-z_]*(\.|$)")
 #: Classes so named that are relative biases, not tables of absolute positions (CpmAnt's buckets).
 RELATIVE_CLASS = re.compile(r"Relative|Segment|Bias|Bucket")
 
@@ -390,9 +393,9 @@ def _absolute_table(name: str, module: nn.Module) -> bool:
     """A table of absolute positions: an embedding named as GPT-2's and OPT's are, or a module of
     any class so named or so called (XGLM's sinusoidal table is no ``nn.Embedding``); never a rotary."""
     kind = type(module).__name__
-    if "Rotary" in kind or "RoPE" in kind or "Rope" in kind or RELATIVE_CLASS.search(kind):
+    if "Rotary" in kind or "RoPE" in kind or "Rope" in kind or RELATIVE_CLASS.search(kind) or TOWER.search(name):
         return False
-    named = name.endswith(("wpe", "embed_positions", "position_embeddings", "positions_embed"))
+    named = name.endswith(("wpe", "embed_positions", "position_embeddings", "positions_embed", "position_embeds_layer"))
     return (named and (isinstance(module, nn.Embedding) or "Embedding" in kind)) or bool(ABSOLUTE_CLASS.search(kind))
 
 
