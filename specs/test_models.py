@@ -167,20 +167,46 @@ def _bound(reference: torch.Tensor, model=None, dtype=torch.float32, reach: int 
     return (ULPS + reach) * eps * max(1.0, float(reference.abs().max()))
 
 
-def _angle_allowance(fresh, ids, positions) -> float:
-    """What float32 angles ``p·θ`` may move the logits by at the positions of ``positions``: each
-    angle is rounded by up to ``p·θ·eps``, so each token's logits move by up to ``p·eps`` times what
-    a position one further moves them (measured here on the last token); the window's tokens'
-    independent roundings add in quadrature (√n), and twice that is allowed. Zero where the model
-    takes no position ids (nothing to measure it by)."""
+def _angle_allowance(fresh, ids, positions, base=None) -> tuple[float, bool]:
+    """What float32 angles ``p·θ`` may move the logits by at ``positions`` (and at ``base``, the
+    window they are compared with), and whether it was measured. Measured where every rotary
+    module is of transformers' form (:class:`attribution.ExactAngles`): twice the logits' distance
+    from the same model's with its angles taken in float64, at both windows. Else bounded: each
+    angle is rounded by up to ``p·θ·eps``, so each token's logits move by up to ``p·eps`` times
+    what a position one further moves them (measured on the last token); the window's tokens'
+    independent roundings add in quadrature (√n), and twice that is allowed. Zero where the
+    model takes no position ids (nothing to measure it by)."""
     if not fresh.traits.takes_position_ids:
-        return 0.0
-    base, _ = _forward(fresh(), ids, positions, what="the window")
+        return 0.0, False
+    base_logits, _ = _forward(fresh(), ids, positions, what="the window")
+    measured = _measured_angle_rounding(fresh, ids, positions, base_logits)
+    if measured is not None:
+        if base is not None:
+            near = _measured_angle_rounding(fresh, ids, base, _forward(fresh(), ids, base, what="the window")[0])
+            if near is None:
+                measured = None
+            else:
+                measured += near
+        if measured is not None:
+            return 2 * measured, True
     moved = positions.clone()
     moved[:, -1] += 1
     per_position = _error(_forward(fresh(), ids, moved, what="the window, its last position one further")[0][:, -1],
-                          base[:, -1])
-    return 2 * ids.shape[1] ** 0.5 * float(positions.max()) * torch.finfo(torch.float32).eps * per_position
+                          base_logits[:, -1])
+    return 2 * ids.shape[1] ** 0.5 * float(positions.max()) * torch.finfo(torch.float32).eps * per_position, False
+
+
+def _measured_angle_rounding(fresh, ids, positions, logits) -> float | None:
+    """The logits' distance from the model's with float64 angles at ``positions``; None where
+    the angles cannot be taken so (:class:`attribution.ExactAngles`)."""
+    exact, model = attribution.ExactAngles(), fresh()
+    if not exact.attach(_inner(model)):
+        return None
+    try:
+        answer, _ = _call(model, ids, positions)
+    except Exception:  # noqa: BLE001 - no measurement
+        return None
+    return _error(answer, logits) if exact.valid else None
 
 
 def _teeth_terms(reference, fresh, bound: float, allowance: float) -> tuple[float, float]:
@@ -440,8 +466,11 @@ def _shifting(record, device, regime=GIVEN):
     ids = _ids(2, window, record, device=device)
     base, _ = _forward(fresh(), ids, _positions(2, window, device=device))
     # each shift's tolerance from the positions it reaches: a defect at 1 is not excused by 100000's rounding
-    tolerances = {shift: (_bound(base, fresh.pristine, reach=shift + window),
-                          _angle_allowance(fresh, ids, _positions(2, window, shift, device))) for shift in shifts}
+    tolerances = {}
+    for shift in shifts:  # the angles' rounding measured where it can be, else bounded (the bound's reach)
+        allowance, measured = _angle_allowance(fresh, ids, _positions(2, window, shift, device),
+                                               base=_positions(2, window, device=device))
+        tolerances[shift] = (_bound(base, fresh.pristine, reach=0 if measured else shift + window), allowance)
     for shift in shifts:
         bound, allowance = tolerances[shift]
         shifted, _ = _forward(fresh(), ids, _positions(2, window, shift, device),
@@ -993,8 +1022,10 @@ def _past_the_maximum(record, device, regime=GIVEN):
     if not fresh.traits.takes_position_ids or fresh.traits.positions != "relative":
         return
     inside, _ = _forward(fresh(), ids, _positions(1, SEQ, device=device), what="the window at 0")
-    bound = _bound(inside, fresh.pristine, reach=int(max(int(p.max()) for p, _ in answers)))
-    allowance = max(_angle_allowance(fresh, ids, positions) for positions, _ in answers)
+    allowances = [_angle_allowance(fresh, ids, positions, base=_positions(1, SEQ, device=device))
+                  for positions, _ in answers]
+    allowance, measured = max(a for a, _ in allowances), all(m for _, m in allowances)
+    bound = _bound(inside, fresh.pristine, reach=0 if measured else int(max(int(p.max()) for p, _ in answers)))
     for positions, logits in answers:
         start = int(positions[0, 0])
         s.require_within(error=_error(logits, inside), bound=bound + allowance,

@@ -83,7 +83,7 @@ MODELS = textwrap.dedent('''
         return AutoModelForCausalLM.from_config(config)
 
     def llama_far():
-        config = transformers.LlamaConfig(**{**COMMON, "max_position_embeddings": 524288})
+        config = transformers.LlamaConfig(**{**COMMON, "max_position_embeddings": 2097152})
         return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
 
     def xlstm():
@@ -644,11 +644,44 @@ def test_a_cache_under_a_name_of_its_own_is_continued_and_a_batched_step_of_the_
 
 @needs_transformers
 def test_far_from_0_a_shift_has_teeth_where_a_position_one_off_moves_the_logits_past_the_tolerance(tmp_path):
-    """At a maximum of 2^19 the shift's window sits past 524000: the angles' rounding allowance is
-    about half what a position one off moves there, and a relation has teeth where that move
-    passes its tolerance. Counting the allowance twice left every such model undecided."""
+    """At a maximum of 2^21 the shift's window sits past 2097000, where the bound on float32 angle
+    rounding (``8·p·eps`` positions) is two positions: no teeth could pass it. Measured, the
+    angles' rounding moves Llama's logits far less than a position one off does, so the relation
+    has teeth, and holds."""
     verdicts = _run(tmp_path, "llama_far", "-k", "shifting")
     assert _cells(verdicts, "model_llama_far")["MODEL-1"] == State.HOLDS, _outcomes(verdicts, "MODEL-1")
+
+
+@needs_transformers
+def test_float64_angles_measure_the_rounding_and_a_rotary_of_another_form_is_not_measured():
+    """Llama's rotary takes float64 angles: its logits at 0…15 barely move, at 4088…4103 they move
+    by the float32 rounding of p·θ. A rotary whose angles are not its ``inv_freq``'s is not measured."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    namespace: dict = {}
+    exec(MODELS, namespace)  # noqa: S102 - the test's own source
+    model = namespace["llama"]().eval()
+    ids = torch.randint(3, 128, (1, 16), generator=torch.Generator().manual_seed(0))
+
+    def distance(start: int) -> float:
+        exact = copy.deepcopy(model)
+        assert attribution.ExactAngles().attach(exact)
+        positions = torch.arange(start, start + 16)[None]
+        with torch.no_grad():
+            return float((exact(ids, position_ids=positions).logits - model(ids, position_ids=positions).logits)
+                         .abs().max())
+
+    assert distance(0) < 1e-5 < distance(4088)
+    odd = copy.deepcopy(model)
+    rotary = odd.model.rotary_emb
+    original = rotary.forward
+    rotary.forward = lambda x, position_ids: original(x, position_ids * 2)  # angles of other positions
+    measuring = attribution.ExactAngles()
+    if measuring.attach(odd):
+        with torch.no_grad():
+            odd(ids, position_ids=torch.arange(100, 116)[None])
+    assert not measuring.valid
 
 
 CRASHING = textwrap.dedent('''

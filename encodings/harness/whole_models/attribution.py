@@ -19,6 +19,7 @@ that copy too, so a path past its ``forward`` reads zeros); nothing here edits a
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 
@@ -289,3 +290,71 @@ def outside_position_code(model: nn.Module, chain: list[tuple[str, nn.Module]]) 
             POSITION_LIKE.search(n) for n, _ in innermost.named_buffers()):
         return None
     return f"{name} ({type(innermost).__name__})"
+
+
+class ExactAngles:
+    """The model with its rotary angles formed in float64: each rotary module of transformers'
+    form (``forward(x, position_ids)`` answering ``(cos, sin)`` from an ``inv_freq`` buffer, the
+    angles duplicated as two halves or interleaved, times ``attention_scaling``) answers the same
+    cos and sin from ``p·θ`` taken in float64. The logits' distance from the model's own is what
+    float32 angle rounding moves them by, measured rather than bounded. A module of another form,
+    or one whose answer is farther from the float64 one than rounding can make it (a module that
+    computes its angles otherwise), leaves :attr:`valid` False: no measurement."""
+
+    def __init__(self):
+        self.valid = True
+
+    def attach(self, model: nn.Module) -> bool:
+        """Hook every rotary module of ``model``; False (nothing hooked) where one is of no known form."""
+        modules = [module for _, module in _outermost(model, ROTARY)]
+        layouts = [_layout(module) for module in modules]
+        if not modules or None in layouts:
+            self.valid = False
+            return False
+        for module, layout in zip(modules, layouts):
+            module.register_forward_hook(self._hook(layout), with_kwargs=True)
+        return True
+
+    def _hook(self, layout: str):
+        def exact(module, args, kwargs, output):
+            positions = args[1] if len(args) > 1 else kwargs.get("position_ids")
+            if not isinstance(positions, torch.Tensor) or not isinstance(output, (tuple, list)) or len(output) != 2:
+                self.valid = False
+                return output
+            cos, sin = _angles(module, positions, layout, output[0].device)
+            if cos.shape != output[0].shape:
+                self.valid = False
+                return output
+            rounding = 4 * float(positions.abs().max()) * torch.finfo(torch.float32).eps + 1e-5
+            if float((cos - output[0].double()).abs().max()) > rounding * max(1.0, float(cos.abs().max())):
+                self.valid = False  # angles formed otherwise than from its inv_freq: no measurement
+                return output
+            return type(output)((cos.to(output[0].dtype), sin.to(output[1].dtype)))
+        return exact
+
+
+def _angles(module, positions: torch.Tensor, layout: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    freqs = positions.to(device, torch.float64)[..., None] * module.inv_freq.to(device, torch.float64)
+    angles = torch.cat((freqs, freqs), dim=-1) if layout == "halves" else freqs.repeat_interleave(2, dim=-1)
+    scale = float(getattr(module, "attention_scaling", 1.0) or 1.0)
+    return angles.cos() * scale, angles.sin() * scale
+
+
+def _layout(module: nn.Module) -> str | None:
+    """How ``module`` lays its angles out (``halves`` or ``interleaved``), checked on positions
+    0…63; None where it is of no known form."""
+    if not isinstance(getattr(module, "inv_freq", None), torch.Tensor):
+        return None
+    device = module.inv_freq.device
+    positions = torch.arange(64, device=device)[None]
+    module = copy.deepcopy(module)  # a module with a state of its own (dynamic NTK's cached length) keeps it
+    try:
+        with torch.no_grad():
+            cos, _ = module(torch.zeros(1, 64, 1, device=device), positions)
+    except Exception:  # noqa: BLE001 - another signature: no known form
+        return None
+    for layout in ("halves", "interleaved"):
+        exact, _ = _angles(module, positions, layout, device)
+        if exact.shape == cos.shape and float((exact - cos.double()).abs().max()) < 1e-4:
+            return layout
+    return None
