@@ -332,15 +332,20 @@ def _blame(relation, record, device, regime, violation):
     nothing; return where the positions cause it, or no probe can tell."""
     fresh = Fresh(record, device)
     reached = attribution.position_code(_inner(fresh.pristine))
-    if reached:
-        if not _blind_to_positions(fresh, record, device, neutralise=True):
-            return
+    shown_neutral = bool(reached) and _blind_to_positions(fresh, record, device, neutralise=True)
+    if shown_neutral:
         again = _rerun(relation, record, device, regime, attribution.neutralise_positions, violation.details)
         if not isinstance(again, ClaimViolation):
             return
         evidence = {"with the positions neutralised": f"{', '.join(reached)} made the identity, the violation "
                                                       f"persists: {_summary(again)}"}
         probe = "it persists with the position code neutralised"
+    elif reached:  # position code that cannot be shown neutral (no position ids to move): where an error rose
+        raised = _raised_outside_position_code(relation, record, device, regime, violation)
+        if raised is None:
+            return
+        evidence = {"where it raised": f"inside {raised}, which is no position code"}
+        probe, reached = f"raised inside {raised}", []
     elif _blind_to_positions(fresh, record, device, neutralise=False):
         evidence = {"the model's positions": "no rotary module or position table, and a position id moved far "
                                              "moves none of its logits"}
@@ -385,7 +390,7 @@ def _raised_outside_position_code(relation, record, device, regime, violation) -
     for model in reversed(copies):  # the copy the error was raised in
         chain = attribution.raised_in(model, again)
         if chain:
-            return attribution.outside_position_code(model, chain)
+            return attribution.outside_position_code(model, chain, again)
     return None
 
 
@@ -944,7 +949,8 @@ def test_bf16_keeps_position_information_past_2048(record, device):
         try:  # where it raises: an error raised outside position code, at the query near the keys too
             query(tracked, ids, NEAR[0])
         except ClaimViolation as near:
-            where = attribution.outside_position_code(_inner(tracked), attribution.raised_in(_inner(tracked), near))
+            where = attribution.outside_position_code(_inner(tracked), attribution.raised_in(_inner(tracked), near),
+                                                      near)
             if where:
                 s.not_positional(f"under {how}: {said}", blame=f"the model under bf16 ({where}), not its positions",
                                  way=how, **{f"{h} (failed)": d for h, d in failed.items()},

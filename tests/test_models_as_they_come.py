@@ -740,11 +740,19 @@ def test_an_error_is_placed_in_the_module_that_raised_it_and_never_outside_posit
         def forward(self, x):
             return getattr(self, self.raising)(x)
 
+        def build_delay_pattern(self, x):  # a method of the model's own that makes no positions
+            raise RuntimeError("pad token")
+
+        def prepare_inputs_for_generation(self, x):  # one that may make them
+            raise RuntimeError("positions")
+
     def where(raising):
         model = Model(raising)
         with pytest.raises(RuntimeError) as caught:
             model(torch.zeros(1))
-        return attribution.outside_position_code(model, attribution.raised_in(model, caught.value))
+        return attribution.outside_position_code(model, attribution.raised_in(model, caught.value), caught.value)
 
     assert where("mlp") == "mlp (Router)"
     assert where("rotary") is None and where("embeddings") is None
+    assert where("build_delay_pattern") == "Model.build_delay_pattern"
+    assert where("prepare_inputs_for_generation") is None

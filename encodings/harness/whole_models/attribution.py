@@ -274,7 +274,29 @@ def _frames_in(model: nn.Module, error: BaseException) -> list[tuple[str, nn.Mod
     return chain
 
 
-def outside_position_code(model: nn.Module, chain: list[tuple[str, nn.Module]]) -> str | None:
+#: A model's own methods that make or pass on its positions (an error there may be theirs).
+POSITION_METHODS = re.compile(r"^(forward|generate|prepare_inputs_for_generation|_update_model_kwargs_for_generation"
+                              r"|_prepare\w*)$|(^|_)(cos|sin|freqs?|angles?|theta|phase|rot\w*|rope\w*|pos\w*|tables?|"
+                              r"cache\w*)(_|$)")
+
+
+def raising_method(model: nn.Module, error: BaseException) -> str | None:
+    """The method of ``model`` itself (not of a submodule) whose frame is the innermost of the
+    error's traceback among the model's: ``build_delay_pattern_mask``; None where there is none."""
+    found, tb = None, error.__traceback__
+    while error.__context__ is not None and not _frames_in(model, error):
+        error = error.__context__
+        tb = error.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, nn.Module):
+            found = tb.tb_frame.f_code.co_name if owner is model else None
+        tb = tb.tb_next
+    return found
+
+
+def outside_position_code(model: nn.Module, chain: list[tuple[str, nn.Module]],
+                          error: BaseException | None = None) -> str | None:
     """Where an error raised in ``chain`` (:func:`raised_in`) was raised, where no position code
     can have run there: no module of the chain is position code, and the innermost holds nothing
     named like it (a container of position code the probes do not reach is no evidence). None
@@ -285,7 +307,12 @@ def outside_position_code(model: nn.Module, chain: list[tuple[str, nn.Module]]) 
     if any(id(m) in found or POSITION_LIKE.search(type(m).__name__) for _, m in chain):
         return None
     name, innermost = chain[-1]
-    if innermost is model or any(POSITION_LIKE.search(f"{n} {type(m).__name__}")
+    if innermost is model:  # raised in the model's own method: one that makes no positions is no position code
+        method = raising_method(model, error) if error is not None else None
+        if method and not POSITION_METHODS.search(method) and not POSITION_LIKE.search(method):
+            return f"{type(model).__name__}.{method}"
+        return None
+    if any(POSITION_LIKE.search(f"{n} {type(m).__name__}")
                                  for n, m in innermost.named_modules()) or any(
             POSITION_LIKE.search(n) for n, _ in innermost.named_buffers()):
         return None
