@@ -86,6 +86,13 @@ MODELS = textwrap.dedent('''
         config = transformers.LlamaConfig(**{**COMMON, "max_position_embeddings": 2097152})
         return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
 
+    def kosmos2_text():
+        from transformers.models.kosmos2.configuration_kosmos2 import Kosmos2TextConfig
+        from transformers.models.kosmos2.modeling_kosmos2 import Kosmos2TextForCausalLM
+
+        return Kosmos2TextForCausalLM(Kosmos2TextConfig(vocab_size=128, embed_dim=64, layers=2, ffn_dim=128,
+                                                        attention_heads=4, init_std=0.2))
+
     def xlstm():
         config = transformers.AutoConfig.for_model(
             "xlstm", vocab_size=128, hidden_size=64, embedding_dim=64, num_hidden_layers=2, num_blocks=2,
@@ -756,3 +763,14 @@ def test_an_error_is_placed_in_the_module_that_raised_it_and_never_outside_posit
     assert where("rotary") is None and where("embeddings") is None
     assert where("build_delay_pattern") == "Model.build_delay_pattern"
     assert where("prepare_inputs_for_generation") is None
+
+
+@needs_transformers
+def test_own_positions_under_padding_follow_generate_which_may_let_the_model_count_its_own(tmp_path):
+    """Kosmos-2's ``prepare_inputs_for_generation`` drops the position ids ``generate`` derives
+    from the mask, so its forward counts its own past its pads: its left-padded prompt matches the
+    row alone. Its decode step after that prompt does not (it counts the pads): a real FAIL there."""
+    verdicts = _run(tmp_path, "kosmos2_text", "-k", "left_padded")
+    own = [o for o in _outcomes(verdicts, "MODEL-4") if o["spec"].endswith("own_positions")]
+    assert own and own[0]["state"] == State.UNEXPECTEDLY_FAILING, own
+    assert "at decode step 1" in own[0]["message"] and "in the prompt" not in own[0]["message"], own

@@ -90,6 +90,8 @@ class HFCausalLM(ModelSubject):
             # Under padding transformers' forward counts from the cache alone; its generation derives
             # the positions from the mask (the model's own code, as generate runs it).
             derived = self.model._prepare_position_ids_for_generation(input_ids, {"attention_mask": attention_mask})
+            if derived is not None and self._generation_drops_position_ids(input_ids, attention_mask, derived):
+                derived = None  # its generate lets it count its own (Kosmos-2)
             position_ids = None if derived is None else derived[..., -input_ids.shape[1]:]  # None: its own (Reformer)
         if position_ids is not None:
             if not self.takes_position_ids:
@@ -98,6 +100,19 @@ class HFCausalLM(ModelSubject):
         if attention_mask is not None:
             arguments["attention_mask"] = attention_mask
         return self._answer(arguments, cache)
+
+    def _generation_drops_position_ids(self, input_ids, attention_mask, position_ids) -> bool:
+        """Whether the model's ``prepare_inputs_for_generation`` drops the position ids ``generate``
+        derives from the mask (Kosmos-2's pops them): then generate lets the model count its own."""
+        if not hasattr(self, "_drops_position_ids"):
+            try:
+                prepared = self.model.prepare_inputs_for_generation(
+                    input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
+                    is_first_iteration=True)
+                self._drops_position_ids = "position_ids" not in prepared or prepared["position_ids"] is None
+            except Exception:  # noqa: BLE001 - it cannot say: as generate derives them
+                self._drops_position_ids = False
+        return self._drops_position_ids
 
     def _answer(self, arguments: dict, cache):
         """``model(**arguments)`` continuing ``cache``: ``(logits, cache)``. A new sequence passes no
