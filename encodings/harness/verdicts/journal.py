@@ -202,18 +202,25 @@ def unfinished(directory: Path) -> list[Path]:
 
 def _ended(journal: Path) -> bool:
     """Whether the journal has its ``end`` line (read from its tail: a start-up reads every run's).
-    Anything but a regular file (a FIFO would block the reader) has nothing to recover."""
+    Anything but a regular file (a FIFO would block the reader), or one that cannot be read, has
+    nothing to recover."""
+    return _marked(journal, ENDED_BESIDE, '{"end":', 4096, unreadable=True)
+
+
+def _marked(journal: Path, beside: str, line: str, span: int, unreadable: bool) -> bool:
+    """Whether the journal's last ``span`` bytes hold a line starting ``line``, or the mark
+    ``beside`` it is there; ``unreadable`` where it is no regular file or cannot be read."""
     if not_a_file(journal):
-        return True
-    if journal.with_name(ENDED_BESIDE).is_file():
+        return unreadable
+    if journal.with_name(beside).is_file():
         return True
     try:
         with open(journal, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
+            file.seek(max(0, file.seek(0, os.SEEK_END) - span))
             tail = file.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
-        return True  # unreadable: nothing to recover from
-    return any(line.startswith('{"end":') for line in tail)
+        return unreadable
+    return any(text.startswith(line) for text in tail)
 
 
 def _outcome(entry: dict, known: set[str]) -> Outcome | None:
@@ -384,17 +391,7 @@ def recover_unfinished(directory: Path) -> list[str]:
 def _finished_mark(journal: Path) -> bool:
     """Whether the journal has its ``finished`` line (it is the last lines' business: read the tail),
     or the mark beside it."""
-    if not_a_file(journal):
-        return False
-    if journal.with_name(FINISHED_BESIDE).is_file():
-        return True
-    try:
-        with open(journal, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - MAX_LINE))
-            tail = file.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return False
-    return any(line.startswith('{"finished":') for line in tail)
+    return _marked(journal, FINISHED_BESIDE, '{"finished":', MAX_LINE, unreadable=False)
 
 
 def _append_end(journal: Path) -> list[str]:
