@@ -769,8 +769,44 @@ def test_an_error_is_placed_in_the_module_that_raised_it_and_never_outside_posit
 def test_own_positions_under_padding_follow_generate_which_may_let_the_model_count_its_own(tmp_path):
     """Kosmos-2's ``prepare_inputs_for_generation`` drops the position ids ``generate`` derives
     from the mask, so its forward counts its own past its pads: its left-padded prompt matches the
-    row alone. Its decode step after that prompt does not (it counts the pads): a real FAIL there."""
-    verdicts = _run(tmp_path, "kosmos2_text", "-k", "left_padded")
+    row alone. Its decode step after that prompt does not (it counts the pads): a real FAIL there.
+    MODEL-6's far queries stay inside an absolute model's maximum."""
+    verdicts = _run(tmp_path, "kosmos2_text", "-k", "left_padded or bf16")
     own = [o for o in _outcomes(verdicts, "MODEL-4") if o["spec"].endswith("own_positions")]
     assert own and own[0]["state"] == State.UNEXPECTEDLY_FAILING, own
     assert "at decode step 1" in own[0]["message"] and "in the prompt" not in own[0]["message"], own
+    # its far queries stay inside its maximum of 2048: past it is MODEL-7's (a sinusoid that grows by length)
+    assert all("IndexError" not in o["message"] for o in _outcomes(verdicts, "MODEL-6")), _outcomes(verdicts, "MODEL-6")
+
+
+@needs_transformers
+def test_position_ids_passed_on_through_kwargs_are_taken_and_swallowed_ones_are_not():
+    """MOSS-Transcribe-Diarize's forward names no ``position_ids`` and passes them on to its
+    language model through ``**kwargs``: it takes them. A forward whose ``**kwargs`` drops them
+    does not."""
+    import inspect
+
+    import transformers
+    from torch import nn
+
+    from posenc.harness.whole_models.models import _passes_position_ids
+
+    transformers.logging.set_verbosity_error()
+    namespace: dict = {}
+    exec(MODELS, namespace)  # noqa: S102 - the test's own source
+    llama = namespace["llama"]().eval()
+
+    class PassesThem(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.language_model = llama
+
+        def forward(self, input_ids, attention_mask=None, **kwargs):
+            return self.language_model(input_ids, attention_mask=attention_mask, **kwargs)
+
+    class SwallowsThem(PassesThem):
+        def forward(self, input_ids, attention_mask=None, **kwargs):
+            return self.language_model(input_ids, attention_mask=attention_mask)
+
+    for model, takes in ((PassesThem(), True), (SwallowsThem(), False)):
+        assert _passes_position_ids(model, inspect.signature(model.forward).parameters, 128) is takes

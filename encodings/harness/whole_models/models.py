@@ -27,6 +27,7 @@ of each decoded token but the last. Adapters map a model's own convention onto i
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ class HFCausalLM(ModelSubject):
         self.cache_argument = next((a for a in CACHE_ARGUMENTS if a in parameters), "past_key_values")
         #: Its forward names a cache (a ``**kwargs`` that would swallow one is no cache: OpenAI GPT).
         self.takes_cache = self.cache_argument in parameters
-        self.takes_position_ids = "position_ids" in parameters
+        self.takes_position_ids = traits.takes_position_ids  # its signature, or passed on by **kwargs
         #: The model returns no cache (its state in its modules): the harness keeps the one it passes.
         self.caller_keeps_cache = False
         #: Its position table skips its pad token (RoBERTa's ``padding_idx``): it counts its own
@@ -323,7 +324,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
-        found["takes_position_ids"] = "position_ids" in takes
+        found["takes_position_ids"] = "position_ids" in takes or _passes_position_ids(model, takes, found["vocab_size"])
         found["takes_attention_mask"] = "attention_mask" in takes  # xLSTM's forward takes none: no padding
         # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
         # RoFormer's rotary reads a sinusoid nn.Embedding of max_position_embeddings rows: no extrapolation either.
@@ -402,6 +403,23 @@ ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding")
 TOWER = re.compile(r"(^|\.)(audio|vision|visual|image|speech)[a-z_]*(\.|$)")
 #: Classes so named that are relative biases, not tables of absolute positions (CpmAnt's buckets).
 RELATIVE_CLASS = re.compile(r"Relative|Segment|Bias|Bucket")
+
+
+def _passes_position_ids(model: nn.Module, parameters, vocab: int) -> bool:
+    """Whether a forward that names no ``position_ids`` passes them on through ``**kwargs`` to a
+    language model that reads them (MOSS-Transcribe-Diarize's): the last token's position moved
+    by 5 moves its logits, on a copy of the model."""
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return False
+    probe = copy.deepcopy(model).eval()
+    ids = (torch.arange(8) % max(vocab - 3, 1) + 3)[None]
+    near, far = torch.arange(8)[None], torch.arange(8)[None] + torch.tensor([[0] * 7 + [5]])
+    try:
+        with torch.no_grad():
+            moved = (_logits(probe(ids, position_ids=near)) - _logits(probe(ids, position_ids=far))).abs().max()
+    except Exception:  # noqa: BLE001 - it takes none
+        return False
+    return bool(moved > 1e-6)
 
 
 def _absolute_table(name: str, module: nn.Module) -> bool:
