@@ -162,7 +162,7 @@ def measure(repeat: int, full_repeat: int) -> dict:
                      "difference": abs(full - middle) / middle}
     return {"machine": machine.device_name("cpu"), "torch": __import__("torch").__version__,
             "threads": __import__("torch").get_num_threads(), "date": time.strftime("%Y-%m-%d"),
-            "repeat": repeat, "full_repeat": full_repeat,
+            "repeat": repeat, "full_repeat": full_repeat, "schedule": "alternate",
             "short_wall": [r["wall"] for r in runs["short"]], "full_wall": [r["wall"] for r in runs["full"]],
             "rows": rows}
 
@@ -195,7 +195,8 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
     noises = sorted(r["noise"] for r in rows)
     measured = (f"Measured on {data['machine']}, torch {data['torch']}, "
                 f"{data['date']}: `pytest specs -m perf`, start-up included, {data['repeat']} short runs and "
-                f"{data['full_repeat']} full-length run(s).")
+                f"{data['full_repeat']} full-length run(s)"
+                + (", made alternately." if data.get("schedule") == "alternate" else "."))
     worst = sorted(data["rows"].items(), key=lambda kv: -kv[1]["difference"])[:3]
     lines = [*textwrap.wrap(measured, 100, break_on_hyphens=False), "",
              "| run | wall time (median) | the runs |", "|---|---:|---|",
