@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,7 +17,7 @@ from posenc import BuildConfig, ClaimViolation, EncoderRecord
 from posenc.harness.references import protocols, tensors
 from posenc.harness.catalogue import records
 from posenc.harness.catalogue.claims import GeometryContradiction, NoClearError, NotPositional
-from posenc.harness.references.contract import Excluded, Undecided
+from posenc.harness.references.contract import Excluded, Undecided, error_text
 from posenc.harness.references.reference import (  # noqa: F401  (specs use them as s.<name>)
     DELTAS,
     call_length,
@@ -30,7 +29,8 @@ from posenc.harness.references.reference import (  # noqa: F401  (specs use them
     reference_rotation,
     roformer_bound,
 )
-from posenc.harness.cases.running import RunningSpec, current, drawn_values, reproducer, running, shorten  # noqa: F401
+from posenc.harness.cases.running import (  # noqa: F401
+    RunningSpec, current, drawn_values, reproducer, running, shorten)
 from posenc.harness.references.tensors import from_heads, max_error, randn  # noqa: F401  (specs use them as s.<name>)
 
 #: The configuration every spec builds encoders with unless it says otherwise.
@@ -87,20 +87,8 @@ def answered(what: str, call):
     except (ClaimViolation, GeometryContradiction):
         raise
     except Exception as error:  # noqa: BLE001 - the claim says it answers; any error refutes it
-        violated(f"{what}: raised {type(error).__name__}", message=shorten(str(error) or _raised_at(error)))
+        violated(f"{what}: raised {type(error).__name__}", message=shorten(error_text(error)))
 
-
-def _raised_at(error: BaseException) -> str:
-    """Where an error with no text was raised (a bare ``assert``): its file, line and source."""
-    import linecache
-    import traceback
-
-    frames = traceback.extract_tb(error.__traceback__)
-    if not frames:
-        return ""
-    last = frames[-1]
-    source = (last.line or linecache.getline(last.filename, last.lineno)).strip()
-    return f"no message; raised at {Path(last.filename).name}:{last.lineno} ({last.name}): {source}"
 
 
 def heads_config(head_dim: int, n_heads: int = 2, **overrides) -> dict:

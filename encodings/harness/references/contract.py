@@ -177,6 +177,8 @@ def _later_positions_history(record: EncoderRecord, dtype: torch.dtype, device: 
 #: The model relations that continue a sequence with the model's cache (decoding, chunks:
 #: ``specs/test_models.py``); the others judge a model without one on its prompts alone.
 CACHED_RELATIONS = frozenset({"MODEL-2", "MODEL-3"})
+#: How the contract probe names a cache convention of the model's own.
+OWN_CONVENTION = "a convention of its own"
 #: The model probe's rows and tokens (the model relations' window, ``model_plan.SEQ``).
 MODEL_PROBE_ROWS, MODEL_PROBE_TOKENS = 2, 16
 _MODEL_PROBES: dict[tuple[str, str], tuple[str | None, str | None]] = {}
@@ -187,6 +189,12 @@ def model_problem(record: EncoderRecord, device: str) -> str | None:
     where they can, or where the model cannot be called (the specs report that). Probed once per
     model and device."""
     return _model_probe(record, device)[0]
+
+
+def continues_by_a_convention_of_its_own(record: EncoderRecord, device: str) -> bool:
+    """Whether the model continues its cache in a way the harness cannot call (CpmAnt, XLM take
+    the full ids each call): its contract's step is not judged."""
+    return OWN_CONVENTION in str(_model_probe(record, device)[1])
 
 
 def model_not_applicable(record: EncoderRecord, claim: str, device: str) -> str | None:
@@ -212,6 +220,28 @@ def _logits_shape_problem(name: str, logits, ids: torch.Tensor, vocab: int, call
     return None
 
 
+def error_text(error: BaseException) -> str:
+    """An error's text, or, where it has none (a bare ``assert``), where it was raised: its file,
+    line, function and source."""
+    import linecache
+    import traceback
+
+    if str(error).strip():
+        return str(error)
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    source = (last.line or linecache.getline(last.filename, last.lineno)).strip()
+    return f"no message; raised at {Path(last.filename).name}:{last.lineno} ({last.name}): {source}"
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's first line of text (or where it was raised), cut to 160 characters."""
+    line = (error_text(error).splitlines() or [""])[0]
+    return line if len(line) <= 160 else line[:159] + "…"
+
+
 def _continues_with_full_ids(model, ids, given, cache_from) -> bool:
     """Whether a library model whose one-token step raised answers the full ids with a fresh
     prefix's cache (the convention of XLM and CpmAnt: it cuts the new tokens itself)."""
@@ -224,17 +254,6 @@ def _continues_with_full_ids(model, ids, given, cache_from) -> bool:
     except Exception:  # noqa: BLE001 - it does not: the step's error is the specs' to report
         return False
     return isinstance(logits, torch.Tensor) and bool(torch.isfinite(logits).all())
-
-
-def _where(error: BaseException) -> str:
-    """An error's text, or where it was raised where it has none (a bare ``assert``)."""
-    import traceback
-
-    frames = traceback.extract_tb(error.__traceback__)
-    text = str(error).strip().splitlines()[0][:120] if str(error).strip() else ""
-    if text or not frames:
-        return text
-    return f"at {Path(frames[-1].filename).name}:{frames[-1].lineno}: {(frames[-1].line or '').strip()[:100]}"
 
 
 def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | None]:
@@ -259,7 +278,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
                 logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
             except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
                 return (f"{record.name} cannot be called: input ids {(rows, n)} raised {type(error).__name__} "
-                        f"({_where(error)})"), None
+                        f"({_one_line(error)})"), None
             problem = _logits_shape_problem(record.name, logits, ids[:, :n], vocab, f"input ids {(rows, n)}")
             if problem:
                 return problem, None
@@ -269,13 +288,14 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             try:
                 step, _ = model(ids[:, n:], **given(torch.full((rows, 1), n, device=device), n), cache=cache)
             except Exception as error:  # noqa: BLE001 - a library model may take the full ids each call (XLM)
+                where = _one_line(error)
                 own = _continues_with_full_ids(model, ids, given, cache_from=lambda: model(
                     ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))[1])
                 if not own:
                     raise
                 return None, (f"{record.name}: one token more with its cache raised {type(error).__name__} "
-                              f"({_where(error)}), while the full ids with its cache answer: it continues a "
-                              "sequence by a convention of its own")
+                              f"({where}), while the full ids with its cache answer: it continues a "
+                              f"sequence by {OWN_CONVENTION}")
             problem = _logits_shape_problem(record.name, step, ids[:, n:], vocab,
                                             f"one token more with its cache, input ids {(rows, 1)}")
             if problem and getattr(model, "continues_by_its_own_convention", False):
@@ -288,7 +308,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
                     torch.full((rows, 1), n, device=device), n).items()}, cache=one_cache)
                 if isinstance(one_step, torch.Tensor) and tuple(one_step.shape) == (1, 1, vocab):
                     return None, None  # the specs report the batched step's shape
-                return None, f"{problem}: it continues a sequence by a convention of its own"
+                return None, f"{problem}: it continues a sequence by {OWN_CONVENTION}"
             return problem, None
     except Exception:  # noqa: BLE001 - a crash is the specs' to report, cell by cell
         return None, None
