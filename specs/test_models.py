@@ -52,7 +52,7 @@ from posenc.harness.cases.running import shorten
 from posenc.harness.catalogue.claims import CONTRACT, ClaimViolation, NotPositional
 from posenc.harness.references import contract
 from posenc.harness.references.contract import Excluded
-from posenc.harness.whole_models.models import ModelSubject, NotInConvention
+from posenc.harness.whole_models.models import ModelSubject, NotInConvention, sliding_reach
 from specs import support as s
 
 #: A forward pass of a few layers rounds in another order on each path: this many eps of the scale.
@@ -62,7 +62,8 @@ TEETH = 10
 SEQ = plan.SEQ
 PADS = (2, 3, 5)  # an even count too: a defect may turn on the pad count's parity
 STEPS = 3  # decode steps after a prompt (MODEL-4, MODEL-5)
-#: MODEL-6's query positions: right after its SEQ keys, and far from them (past 2048).
+#: MODEL-6's query positions: right after its SEQ keys, and far from them (past PAST).
+PAST = 2048
 NEAR, FAR = (SEQ, SEQ + 1, SEQ + 2), (3000, 100_000)
 #: Far from its keys, a query may be this many times further from the fp32 model than near them.
 DRIFT = 4
@@ -240,11 +241,13 @@ def _regime(model, regime):
     return (lambda positions: positions) if regime == GIVEN else (lambda positions: None)
 
 
-def _require_teeth(model, ids, positions, bound, what, regime=GIVEN, allowance=0.0):
+def _require_teeth(model, ids, positions, bound, what, regime=GIVEN, allowance=0.0, twin=False):
     """The logits must depend on position here by ``TEETH`` tolerances: a given position one off
     (the last token's) must move the last logits; with the model's own positions (or none taken),
     the first half of the tokens in reverse order may show it instead, or, where a recurrent
-    state forgets far tokens, those between the middle and the last."""
+    state forgets far tokens, those between the middle and the last. ``twin``: the relation runs
+    with the model's own positions too; where the model ignores the ids it is given, its given
+    regime is that one, and is excluded (as for a model that takes none), never undecided."""
     if _PROBE is not None:  # a probe of blame: the relation's verdict on the model is already made
         return
     need = TEETH * bound + allowance  # past the angle rounding the relation's tolerance allows (:func:`_teeth_terms`)
@@ -269,9 +272,16 @@ def _require_teeth(model, ids, positions, bound, what, regime=GIVEN, allowance=0
         return
     said = "; ".join(f"{how} moves the last logits by {change:.2e}" for how, change in moves.items())
     moved_by_one = moves.get("the last token's position moved by one", 0.0)
+    unmoved = reversal >= need and moved_by_one <= bound and "the last token's position moved by one" in moves
+    read_near_zero = unmoved and _positions_move_near_zero(model, ids, bound)
+    if unmoved and not read_near_zero and twin and model.traits.own_positions:
+        raise Excluded(f"the model ignores the position ids it is given ({said}): its given regime is its own, "
+                       "judged there")
     why = ("the logits barely depend on position here" if reversal < need
-           else "given positions move nothing where the order of the tokens does: the model seems to ignore "
-                "position_ids" if moved_by_one <= bound
+           else f"a position one off moves nothing up to {int(positions.max())} but moves the last logits at "
+                f"0…{SEQ - 1}: positions there read as clamped or saturated (a table that stops at its maximum)"
+           if read_near_zero
+           else _why_positions_move_nothing(model, ids, positions, logits, bound) if unmoved
            else "a position one off moves the logits, but by less than the tolerance at these positions allows "
                 "a verdict on")
     low = int(positions.min()) if positions is not None and model.traits.takes_position_ids else 0
@@ -285,6 +295,36 @@ def _require_teeth(model, ids, positions, bound, what, regime=GIVEN, allowance=0
                    f"{at_zero:.2e} at 0…{int(near.max())}: positions there read as clamped or saturated (a table "
                    "that stops at its maximum)")
     s.undecided(f"no teeth for {what}: {why} ({said}, under {TEETH} tolerances, {need:.2e})")
+
+
+def _positions_move_near_zero(model, ids, bound) -> bool:
+    """Whether the model reads given position ids at all: at 0 … SEQ − 1 (a table clamped past its
+    maximum reads none there), the last token's position moved by one moves the last logits."""
+    short = ids[:, :SEQ]
+    near = _positions(ids.shape[0], short.shape[1], device=ids.device)
+    moved = near.clone()
+    moved[:, -1] += 1
+    return _error(_forward(model, short, moved)[0][:, -1], _forward(model, short, near)[0][:, -1]) > bound
+
+
+def _why_positions_move_nothing(model, ids, positions, logits, bound) -> str:
+    """Why given positions move nothing where the order of the tokens does: the model has no
+    position code the probe reaches, or it has some and the logits do not read it here (its
+    rotary made the identity moves nothing either: attention whose scores ignore q·k, or no
+    layer that applies it)."""
+    neutral = copy.deepcopy(model)
+    reached = attribution.neutralise_positions(_inner(neutral))
+    if not reached:
+        return ("given positions move nothing where the order of the tokens does, and the model has no rotary module, "
+                "position table or relative bias: a model without positions (NoPE), or one that counts its own")
+    moved = _error(_forward(neutral, ids, positions)[0][:, -1], logits[:, -1])
+    if moved > bound:
+        return (f"given positions move nothing where the order of the tokens does, though its position code "
+                f"({', '.join(reached[:2])}) made the identity moves the last logits by {moved:.2e}: the model "
+                "seems to ignore position_ids and count its own")
+    return (f"neither given positions nor its position code ({', '.join(reached[:2])}) made the identity move the "
+            f"logits ({moved:.2e}), where the order of the tokens does: no layer here reads the rotated q and k "
+            "(attention scores that ignore q·k, or position code no layer applies)")
 
 
 def _rerun(relation, record, device, regime, probe, focus: dict):
@@ -371,10 +411,34 @@ def _blame(relation, record, device, regime, violation):
             blame = f"its recurrent layers ({recurrent.describe()})"
             evidence["with its recurrent layers held at zero too"] = "the relation holds"
             probe += "; it clears with the recurrent layers held at zero"
+            selectors = _key_selectors(fresh, record, device)
+            if selectors:  # zeroing those layers changes what a selection downstream reads too
+                blame += f", or the keys chosen from what they feed ({', '.join(selectors[:2])})"
+                evidence["choices it makes"] = (f"{', '.join(selectors[:2])} choose among keys from hidden states "
+                                                "those layers feed: held at zero, they change the choices too, so "
+                                                "either may cause it")
         else:
             evidence["with its recurrent layers held at zero too"] = "the violation persists"
     details = {k: v for k, v in violation.details.items() if k != "reproducer"}
     s.not_positional(f"{_summary(violation)} ({probe})", blame=blame, **details, **evidence)
+
+
+#: Modules whose choices are experts for each token, not keys (a router's top-k).
+ROUTERS = re.compile(r"router|gate|expert|moe|mlp|ffn", re.I)
+
+
+def _key_selectors(fresh, record, device) -> list[str]:
+    """The modules of the model that choose among keys (an indexer's top-k: integer indices in
+    their output, :class:`attribution.Selections`), routers of experts aside."""
+    model = fresh()
+    choices = attribution.Selections().record(_inner(model))
+    try:
+        _call(model, _ids(1, SEQ, record, seed=61, device=device), _positions(1, SEQ, device=device))
+    except Exception:  # noqa: BLE001 - a model that cannot answer so shows no choices
+        return []
+    finally:
+        choices.remove()
+    return [name for name in choices.modules() if not ROUTERS.search(name)]
 
 
 def _raised_outside_position_code(relation, record, device, regime, violation) -> str | None:
@@ -626,7 +690,8 @@ def _decode(record, device, regime):
         s.require_within(error=_error(again, anew), bound=_bound(anew, model), regime=regime, sequence="new",
                          what="a new sequence (no cache passed) on the model that decoded before gives other logits "
                               "than on a fresh model: it keeps state across sequences (a cache reset that does nothing)")
-    _require_teeth(fresh(), ids, _positions(1, decode.length, device=device), bound, "decoding", regime)
+    _require_teeth(fresh(), ids, _positions(1, decode.length, device=device), bound, "decoding", regime,
+                   twin=True)
 
 
 @pytest.mark.claim("MODEL-2", kinds=("model",))
@@ -691,7 +756,8 @@ def _chunks(record, device, regime):
             s.require_within(error=_error(joined, full), bound=bound,
                              what=f"{said}, a prefill in chunks of {sizes} gives other logits than one full "
                                   "pass, though each chunk matches its prefix's", regime=regime, **_path(way))
-    _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill", regime)
+    _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill", regime,
+                   twin=True)
 
 
 #: Words of a model that refuses a multi-token call with its cache, saying so.
@@ -799,7 +865,8 @@ def _padding(record, device, regime):
         s.require_within(error=float(errors[worst]), bound=bound,
                          what=f"{REGIMES[regime]}, a row left-padded by {pad} gives other logits than alone, {when}",
                          pad=pad, regime=regime)
-    _require_teeth(fresh(), row, _positions(1, row.shape[1], device=device), bound, "left padding", regime)
+    _require_teeth(fresh(), row, _positions(1, row.shape[1], device=device), bound, "left padding", regime,
+                   twin=True)
 
 
 @pytest.mark.claim("MODEL-4", kinds=("model",))
@@ -836,7 +903,8 @@ def _batch(record, device, regime):
                               f"{[n + STEPS for n in lengths]} gives other logits than the same row alone, {when}",
                          row=r, regime=regime)
     longest = max(rows, key=lambda row: row.shape[1])
-    _require_teeth(fresh(), longest, _positions(1, longest.shape[1], device=device), bound, "a batch", regime)
+    _require_teeth(fresh(), longest, _positions(1, longest.shape[1], device=device), bound, "a batch", regime,
+                   twin=True)
 
 
 @pytest.mark.claim("MODEL-5", kinds=("model",))
@@ -880,6 +948,12 @@ def test_bf16_keeps_position_information_past_2048(record, device):
     limited = record.model.table_limited or (record.model.positions == "absolute" and record.model.max_position)
     cap = record.model.max_position - 2 if limited else None
     far = sorted({min(p, cap) if cap else p for p in FAR})
+    reach = sliding_reach(_inner(fresh.pristine))
+    if reach is not None:  # a query never attends a key a window or more back: none is farther
+        if reach - SEQ <= PAST:
+            raise Excluded(f"every attention layer slides a window of {reach} (config.sliding_window): no query "
+                           f"attends a key more than {reach - 1} positions back, never past {PAST}")
+        far = sorted({min(p, reach - 1) for p in far})
     paths = {"in one pass": _query_after_keys, "decoded with the cache": _query_decoded_after_keys}
     if not _continues(record, device):  # a cache the harness cannot continue: the one pass alone
         del paths["decoded with the cache"]
@@ -1086,6 +1160,13 @@ def _packing(record, device, regime):
     s.require_within(error=copies, bound=bound,
                      what=f"{REGIMES[regime]}, two identical documents in one pack give different logits",
                      regime=regime)
+    if _PROBE is None and regime == GIVEN and fresh.traits.packing == "positions":
+        # teeth: the restart itself, where the later documents read it (their rotation, or a mask built from it)
+        continuing, _ = _forward(fresh(), ids, _positions(1, ids.shape[1], device=device),
+                                 what=f"{REGIMES[regime]}, the same row with positions that do not restart",
+                                 packed=True)
+        if _error(continuing[0, lengths[0]:], packed[0, lengths[0]:]) >= TEETH * bound:
+            return
     _require_teeth(fresh(), first, _positions(1, first.shape[1], device=device), bound, "packing", regime)
 
 
@@ -1104,10 +1185,12 @@ def _packing_attributed(record, device, regime):
         if _mask_reads_positions(record, device):
             raise
         details = {k: v for k, v in violation.details.items() if k != "reproducer"}
-        s.not_positional(f"{_summary(violation)} (the attention mask never reads the position ids)",
+        s.not_positional(f"{_summary(violation)} (the attention mask never reads the position ids, "
+                         "given as (batch, seq))",
                          blame="the model's attention mask, not its positions",
-                         **details, **{"the model's mask": "built without the position ids, so transformers "
-                                                           "never looks for packed documents: they attend each other"})
+                         **details, **{"the model's mask": "built without the (batch, seq) position ids, so "
+                                                           "transformers never looks for packed documents: they "
+                                                           "attend each other"})
 
 
 def _mask_reads_positions(record, device) -> bool:

@@ -62,7 +62,7 @@ ENCODERS = "hf_*,torchtune_*,xtf_*,ret_*"
 
 #: transformers' architectures whose ``model.to(torch.bfloat16)`` rounds the rotary ``inv_freq`` buffer, so
 #: that a query far from its keys turns by the wrong angles (MODEL-6); dynamic NTK recomputes θ in float32.
-MODEL_CAST_ROUNDS_FREQUENCIES = ("lm_llama", "lm_llama_linear", "lm_llama_yarn", "lm_llama3", "lm_mistral",
+MODEL_CAST_ROUNDS_FREQUENCIES = ("lm_llama", "lm_llama_linear", "lm_llama_yarn", "lm_llama3",
                                  "lm_mixtral", "lm_qwen2", "lm_phi3_longrope", "lm_qwen3", "lm_gemma", "lm_gemma2",
                                  "lm_gemma3", "lm_gpt_neox",
                                  "lm_falcon", "lm_stablelm", "lm_olmo2", "lm_cohere", "lm_starcoder2", "lm_deepseek_v3")

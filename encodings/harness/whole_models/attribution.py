@@ -10,7 +10,8 @@ rests on: the model with its position code neutralised, and with its recurrent l
 * **Recurrent layers.** A layer that carries a state along the sequence (Mamba mixers, linear
   or delta-rule attention, short convolutions, RG-LRU blocks): the model's config names them
   (``layer_types``, ``block_types``, ``layers_block_type``) and its modules are classes or
-  attributes named so (``MambaMixer``; xLSTM's ``mlstm_layer``).
+  attributes named so (``MambaMixer``; xLSTM's ``mlstm_layer``), or convolutions along the
+  sequence (an ``nn.Conv1d`` wider than one token) outside them.
   Held at zero (their output replaced by zeros), a violation that vanishes is theirs.
 
 Both probes are forward hooks on a copy of the model (a learned table's weights are zeroed on
@@ -37,8 +38,11 @@ RELATIVE_TABLES = ("relative_attention_bias", "relative_pos_embeddings", "rel_at
 #: Class names (less the model's own prefix) of layers that carry a state along the sequence.
 RECURRENT = re.compile(r"mamba|mixer|lightning|linearattention|linear_attn|deltanet|delta|shortconv|recurrent|rglru"
                        r"|ssm|rwkv|retention|lstm|hyena", re.I)
-#: Config layer types of such layers.
-RECURRENT_TYPES = re.compile(r"mamba|linear|conv|recurrent|ssm|rnn|delta|hybrid", re.I)
+#: Config layer types of such layers (not ``hybrid``: a word for attention with something else, whose
+#: state, if any, its modules show: Zaya's and Inkling 2's convolutions).
+RECURRENT_TYPES = re.compile(r"mamba|linear|conv|recurrent|ssm|rnn|delta", re.I)
+#: Module paths of a multimodal model's other towers: no text runs through them.
+TOWER = re.compile(r"(^|\.)(audio|vision|visual|image|speech)[a-z_]*(\.|$)")
 #: Normalisations (``norm_mlstm``): named for the layer they feed, never a layer themselves.
 NORM = re.compile(r"norm", re.I)
 
@@ -101,17 +105,28 @@ def recurrent_layers(model: nn.Module) -> RecurrentLayers:
     """The recurrent layers of ``model``, from its config and its modules."""
     configured = ""
     config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
     for field in ("layer_types", "block_types", "layers_block_type"):
-        kinds = getattr(config, field, None)
+        kinds = getattr(text, field, None)
         if isinstance(kinds, (list, tuple)):
             hits = [k for k, kind in enumerate(kinds) if isinstance(kind, str) and RECURRENT_TYPES.search(kind)]
             if hits:
                 names = sorted({kinds[k] for k in hits})
-                configured = f"config.{field}: {', '.join(names)} at {', '.join(map(str, hits[:6]))}"
+                where = "config" if text is config else "config.text_config"
+                configured = f"{where}.{field}: {', '.join(names)} at {', '.join(map(str, hits[:6]))}"
                 break
-    modules = tuple(f"{name} ({type(module).__name__})" for name, module in _outermost(model, RECURRENT, CONTAINERS)
-                    if not _outermost(module, ROTARY))
+    modules = tuple(f"{name} ({type(module).__name__})" for name, module in _state_layers(model))
     return RecurrentLayers(configured, modules)
+
+
+def _state_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Layers named recurrent (:data:`RECURRENT`), and convolutions along the sequence outside them
+    (an ``nn.Conv1d`` wider than one token, outside another tower: Zaya's CCA projections)."""
+    named = [(name, module) for name, module in _outermost(model, RECURRENT, CONTAINERS)
+             if not _outermost(module, ROTARY) and not TOWER.search(name)]
+    return named + [(name, module) for name, module in model.named_modules()
+                    if isinstance(module, nn.Conv1d) and module.kernel_size[0] > 1 and not TOWER.search(name)
+                    and not any(name.startswith(outer + ".") for outer, _ in named)]
 
 
 def _neutral_rotary(module, args, output):
@@ -147,7 +162,7 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
     found += [(f"{name} ({type(module).__name__})", module, _zeros) for name, module in model.named_modules()
               if id(module) not in tables and "Sinusoid" in type(module).__name__
               and not ROTARY.search(type(module).__name__) and not _outermost(module, ROTARY)]
-    return found
+    return [(label, module, hook) for label, module, hook in found if not TOWER.search(label.split(" ", 1)[0])]
 
 
 def position_code(model: nn.Module) -> list[str]:
@@ -170,10 +185,9 @@ def neutralise_positions(model: nn.Module) -> list[str]:
 def hold_recurrent_layers(model: nn.Module) -> list[str]:
     """Replace the output of ``model``'s recurrent layers by zeros (hooks, kept on it): their names."""
     held = []
-    for name, module in _outermost(model, RECURRENT, CONTAINERS):
-        if not _outermost(module, ROTARY):
-            module.register_forward_hook(_zeros)
-            held.append(name)
+    for name, module in _state_layers(model):
+        module.register_forward_hook(_zeros)
+        held.append(name)
     return held
 
 

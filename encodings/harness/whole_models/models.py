@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attribution import POSITION_TABLES
+from .attribution import POSITION_TABLES, TOWER  # another tower's position tables read no text positions
 from .model_subject import ModelSubject, NotInConvention  # noqa: F401  (specs and adapters import them here)
 from ..catalogue.records import ModelTraits
 from .torchtune_lm import TorchtuneLM, is_torchtune_model, torchtune_traits
@@ -361,6 +361,24 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     return ModelTraits(**{**found, **given})
 
 
+def sliding_reach(model: nn.Module) -> int | None:
+    """The window every attention layer of ``model`` slides (transformers' ``sliding_window``, where
+    its config's ``layer_types``, if any, name no attention layer but sliding ones): no query attends
+    a key that many positions back or more. None where a layer attends every key before it."""
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    window = getattr(text, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0 \
+            or getattr(text, "use_sliding_window", True) is False:
+        return None
+    kinds = getattr(text, "layer_types", None)
+    if isinstance(kinds, (list, tuple)):
+        attention = [kind for kind in kinds if isinstance(kind, str) and "attention" in kind and "linear" not in kind]
+        if not attention or not all("sliding" in kind for kind in attention):
+            return None
+    return window
+
+
 def reads_packed_positions(model: nn.Module) -> bool:
     """Whether the model's mask reads packed documents off restarting position ids: transformers'
     ``masking_utils`` looks for them only where a model hands its mask the position ids (BERT's,
@@ -399,8 +417,6 @@ def _computed_sinusoids(model: nn.Module) -> bool:
 
 #: A module of absolute positions, by its class name (OPT's learned, XGLM's sinusoidal table).
 ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding")
-#: Module paths of a multimodal model's other towers: their position tables read no text positions.
-TOWER = re.compile(r"(^|\.)(audio|vision|visual|image|speech)[a-z_]*(\.|$)")
 #: Classes so named that are relative biases, not tables of absolute positions (CpmAnt's buckets).
 RELATIVE_CLASS = re.compile(r"Relative|Segment|Bias|Bucket")
 

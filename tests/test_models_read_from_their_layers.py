@@ -1,0 +1,126 @@
+"""``--model`` reads what a model's layers do, not what its names say: how far a sliding window
+lets a query reach (MODEL-6), a model that ignores the position ids it is given (its own regime
+judges it), a packing told by a restart its mask reads (MODEL-8's teeth), convolutions along the
+sequence as state, another tower's layers as no text's, and a key selection downstream of
+recurrent layers in their blame (``specs/test_models.py``, :mod:`posenc.harness.whole_models`).
+
+Each model is built tiny from a config, as a user's file would build it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from posenc.harness.catalogue.states import State
+from posenc.harness.whole_models import attribution
+from posenc.harness.whole_models.models import sliding_reach
+
+from .test_models_as_they_come import _cells, _outcomes, _run, needs_transformers
+
+pytestmark = pytest.mark.xdist_group("models_as_they_come")
+
+TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, initializer_range=0.2)
+
+MODELS = textwrap.dedent(f'''
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    TINY = {TINY!r}
+
+    def mistral_window():
+        config = transformers.MistralConfig(**TINY, sliding_window=8, max_position_embeddings=4096)
+        return AutoModelForCausalLM.from_config(config)
+
+    def flint_nope():  # two layers, both full attention, which Flint leaves without a rotary
+        config = AutoConfig.for_model("flint", **TINY, moe_intermediate_size=32, num_experts=4,
+                                      num_experts_per_tok=2, shared_expert_intermediate_size=32,
+                                      sliding_window=16, max_position_embeddings=8192)
+        return AutoModelForCausalLM.from_config(config)
+
+    def glm5_next():
+        config = AutoConfig.for_model(
+            "glm5_next", text_config=dict(
+                vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=4, pad_token_id=0, initializer_range=0.2, max_position_embeddings=4096,
+                mlp_layer_types=["dense", "sparse", "dense", "sparse"],
+                layer_types=["linear_attention", "indexed_attention", "linear_attention", "indexed_attention"],
+                n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, kv_lora_rank=16,
+                q_lora_rank=16, v_head_dim=16, qk_nope_head_dim=16, index_head_dim=16, index_n_heads=2,
+                linear_head_dim=16, linear_num_heads=4),
+            vision_config=dict(depth=1, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2,
+                               patch_size=2, temporal_patch_size=2, spatial_merge_size=2))
+        return transformers.AutoModelForImageTextToText.from_config(config)
+''')
+
+
+def _build(name: str):
+    namespace: dict = {}
+    exec(MODELS, namespace)  # noqa: S102 - the test's own source
+    return namespace[name]().eval()
+
+
+@needs_transformers
+def test_a_sliding_window_on_every_layer_bounds_how_far_a_query_reaches():
+    import transformers
+
+    assert sliding_reach(_build("mistral_window")) == 8
+    mixed = transformers.Gemma2Config(**TINY, sliding_window=8, layer_types=["sliding_attention", "full_attention"])
+    assert sliding_reach(transformers.AutoModelForCausalLM.from_config(mixed)) is None
+    assert sliding_reach(transformers.AutoModelForCausalLM.from_config(transformers.Qwen2Config(**TINY))) is None
+
+
+@needs_transformers
+def test_no_query_is_far_from_its_keys_where_every_layer_slides(tmp_path):
+    """MODEL-6's far query after keys at 0…15 is one a window of 8 never lets a query see: n/a."""
+    verdicts = _run(tmp_path, "mistral_window", "-k", "bf16", source=MODELS)
+    assert _cells(verdicts, "model_mistral_window")["MODEL-6"] is State.NA
+    reason = verdicts["not_applicable"]["MODEL-6"]["model_mistral_window"]
+    assert "slides a window of 8" in reason, reason
+
+
+@needs_transformers
+def test_a_model_that_ignores_given_positions_is_judged_with_its_own(tmp_path):
+    """A model without positions in any layer (Flint's two full-attention layers): its given
+    regime is its own, so decoding, chunks, padding and batches hold on the own regime; packing
+    has teeth from the restart its mask reads; a shift has none, and says why."""
+    verdicts = _run(tmp_path, "flint_nope", source=MODELS)
+    cells = _cells(verdicts, "model_flint_nope")
+    assert all(cells[f"MODEL-{k}"] is State.HOLDS for k in (2, 3, 4, 5, 8)), cells
+    given = [o for o in _outcomes(verdicts, "MODEL-2") if "given" in o["spec"]]
+    assert given and all(o["state"] == State.EXCLUDED.value and "ignores the position ids" in o["message"]
+                         for o in given), given
+    assert cells["MODEL-1"] is State.UNDECIDED
+    [shift] = _outcomes(verdicts, "MODEL-1")
+    assert "no layer here reads the rotated q and k" in shift["message"], shift["message"]
+
+
+@needs_transformers
+def test_convolutions_along_the_sequence_are_state_and_another_towers_layers_are_no_texts():
+    """Zaya's q/k convolutions carry tokens along (its ``hybrid`` layer types are no evidence);
+    GLM-5-Next's vision rotary is no position code of its text, and its linear attention is read
+    from its text config."""
+    import transformers
+
+    zaya = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(
+        "zaya", **TINY, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=1, router_hidden_size=16))
+    state = attribution.recurrent_layers(zaya)
+    assert not state.configured and state.modules and all("(Conv1d)" in m for m in state.modules), state
+    glm = _build("glm5_next")
+    assert attribution.position_code(glm) == []
+    state = attribution.recurrent_layers(glm)
+    assert state.configured.startswith("config.text_config.layer_types: linear_attention"), state
+    assert not any("visual" in m for m in state.modules), state
+
+
+@needs_transformers
+def test_a_key_selection_downstream_of_recurrent_layers_shares_their_blame(tmp_path):
+    """GLM-5-Next's decode differs from its prefixes' passes; holding its linear attention at zero
+    clears it, but also changes what its indexer chooses from: the blame names both."""
+    verdicts = _run(tmp_path, "glm5_next", "-k", "decoding_matches_each_prefix_with_given", source=MODELS)
+    [decode] = _outcomes(verdicts, "MODEL-2")
+    assert decode["state"] == State.UNEXPECTEDLY_FAILING.value, decode
+    assert decode["blame"].startswith("its recurrent layers") and "indexer" in decode["blame"], decode["blame"]
