@@ -15,7 +15,7 @@ import pytest
 
 from posenc.harness.catalogue.states import State
 from posenc.harness.whole_models import attribution
-from posenc.harness.whole_models.models import sliding_reach
+from posenc.harness.whole_models.models import sliding_reach, window_masks
 
 from .test_models_as_they_come import _cells, _outcomes, _run, needs_transformers
 
@@ -124,3 +124,51 @@ def test_a_key_selection_downstream_of_recurrent_layers_shares_their_blame(tmp_p
     [decode] = _outcomes(verdicts, "MODEL-2")
     assert decode["state"] == State.UNEXPECTEDLY_FAILING.value, decode
     assert decode["blame"].startswith("its recurrent layers") and "indexer" in decode["blame"], decode["blame"]
+
+
+COHERE2 = textwrap.dedent(f'''
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+
+    def cohere2():  # rotary on its sliding layers only; its full-attention layers read no positions
+        config = transformers.Cohere2Config(**{TINY!r}, sliding_window=8, max_position_embeddings=4096,
+                                            layer_types=["sliding_attention", "full_attention"])
+        return AutoModelForCausalLM.from_config(config)
+
+    def paligemma():  # the top-level vocab_size is a default no layer uses
+        config = transformers.AutoConfig.for_model(
+            "paligemma", text_config=dict(**{TINY!r}, model_type="gemma"),
+            vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                               patch_size=2, image_size=8))
+        return transformers.AutoModelForImageTextToText.from_config(config)
+''')
+
+
+@needs_transformers
+def test_a_sliding_layer_sees_only_its_window_of_a_far_query(tmp_path):
+    """Cohere 2 rotates on its sliding layers alone: kept inside their window by position, as in
+    use, no layer that sees a far query's keys reads a position, so MODEL-6 is n/a; by slot (the
+    model's own masks) its sliding layers would read keys 100000 back and fail."""
+    import torch
+
+    namespace: dict = {}
+    exec(COHERE2, namespace)  # noqa: S102 - the test's own source
+    masks = window_masks(namespace["cohere2"](), torch.tensor([0, 1, 100]), torch.tensor([0, 1, 100]))
+    assert set(masks) == {"sliding_attention", "full_attention"}
+    assert masks["full_attention"][0, 0, 2].tolist() == [True, True, True]
+    assert masks["sliding_attention"][0, 0, 2].tolist() == [False, False, True]
+    verdicts = _run(tmp_path, "cohere2", "-k", "bf16", source=COHERE2)
+    reason = verdicts["not_applicable"]["MODEL-6"]["model_cohere2"]
+    assert "the layers that see that far (full_attention) read no positions" in reason, reason
+
+
+@needs_transformers
+def test_the_vocabulary_is_the_one_the_model_answers_over():
+    from posenc.harness.whole_models.models import traits_of
+
+    namespace: dict = {}
+    exec(COHERE2, namespace)  # noqa: S102 - the test's own source
+    model = namespace["paligemma"]()
+    assert model.config.vocab_size != 128 and traits_of(model).vocab_size == 128

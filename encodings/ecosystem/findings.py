@@ -69,8 +69,7 @@ MODEL_CAST_ROUNDS_FREQUENCIES = ("lm_llama", "lm_llama_linear", "lm_llama_yarn",
 #: The same cast rounding on the unusual architectures, and on dynamic NTK at a realistic maximum
 #: (4096): its θ is recomputed in float32 only past the maximum, so a query at 3000 turns with the
 #: rounded buffer (the tiny maximum of 32 hid this).
-MODEL_CAST_ROUNDS_MORE = ("lm_llama_dynamic_4k", "lm_phi3_longrope_4k", "lm_smollm3", "lm_exaone4", "lm_cohere2",
-                          "lm_gpt_oss", "lm_deepseek_v2", "lm_minicpm3", "lm_bamba", "lm_falcon_h1",
+MODEL_CAST_ROUNDS_MORE = ("lm_llama_dynamic_4k", "lm_phi3_longrope_4k", "lm_smollm3", "lm_gpt_oss", "lm_deepseek_v2", "lm_minicpm3", "lm_bamba", "lm_falcon_h1",
                           "lm_granitemoehybrid", "lm_qwen3_next", "lm_lfm2", "lm_glm", "lm_glm4", "lm_ernie4_5",
                           "lm_persimmon", "lm_hunyuan_ntk_alpha", "lm_olmo3", "lm_gemma3n_text", "lm_seed_oss",
                           "lm_apertus", "lm_arcee", "lm_dots1")

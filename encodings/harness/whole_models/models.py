@@ -292,6 +292,26 @@ def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tup
     return {**designs_reached(_rope_type(config), traits), **configured_designs(config.to_dict(), traits)}
 
 
+def _configured_vocabulary(model: nn.Module, config, text) -> int:
+    """The vocabulary a transformers model answers over: of its config's and its text config's
+    ``vocab_size``, the one its output layer has (Ovis2's top-level default is used by nothing),
+    else the text config's, no more than its input embedding's rows."""
+    sizes = [int(v) for v in (getattr(text, "vocab_size", None), getattr(config, "vocab_size", None)) if v]
+    output = _layer(model, "get_output_embeddings")
+    width = getattr(output, "out_features", None) or getattr(getattr(output, "weight", None), "shape", [None])[0]
+    vocab = next((v for v in sizes if v == width), sizes[0] if sizes else width)
+    rows = getattr(_layer(model, "get_input_embeddings"), "num_embeddings", None)
+    return int(min(vocab, rows) if rows else vocab)
+
+
+def _layer(model: nn.Module, getter: str):
+    """``model.get_…_embeddings()``, or None where it has none or cannot say."""
+    try:
+        return getattr(model, getter)()
+    except Exception:  # noqa: BLE001 - not implemented for this model
+        return None
+
+
 def vocabulary_of(model: nn.Module) -> int:
     """The size of the logits' last axis, read off one call on token 0."""
     subject = adapt(model, ModelTraits(takes_attention_mask=False))
@@ -316,7 +336,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     found = {}
     if config is not None and is_transformers_model(model):
         text = config.get_text_config() if hasattr(config, "get_text_config") else config  # Fuyu's, GOT-OCR2's
-        found["vocab_size"] = int(getattr(config, "vocab_size", None) or text.vocab_size)
+        found["vocab_size"] = _configured_vocabulary(model, config, text)
         found["max_position"] = next((int(getattr(c, a)) for c in (config, text) for a in (  # XLNet's -1: none
             "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
             if (getattr(c, a, None) or 0) > 0), None)
@@ -377,6 +397,33 @@ def sliding_reach(model: nn.Module) -> int | None:
         if not attention or not all("sliding" in kind for kind in attention):
             return None
     return window
+
+
+def window_masks(model: nn.Module, queries: torch.Tensor, keys: torch.Tensor, cached: int = 0) -> dict | None:
+    """Attention masks by position for each of ``model``'s layer types, where some layers slide a
+    window and others attend every key: a sliding layer sees a key less than its window back, the
+    others every key up to the query (``(1, 1, queries, keys)``, boolean for SDPA, additive for
+    eager attention). transformers takes such a dict in place of its own masks, which count a
+    window by a key's slot, not its position. ``keys`` starts with the ``cached`` keys of a cache,
+    whose sliding layers keep the last ``window − 1`` of them. None where the layers do not differ so."""
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    window, kinds = getattr(text, "sliding_window", None), getattr(text, "layer_types", None)
+    if not isinstance(window, int) or not isinstance(kinds, (list, tuple)) or not kinds \
+            or not all(isinstance(k, str) and "attention" in k and "linear" not in k for k in kinds):
+        return None
+    sliding = {k for k in kinds if "sliding" in k}
+    if not sliding or sliding == set(kinds):
+        return None
+    dtype = next(model.parameters()).dtype
+    masks = {}
+    for kind in set(kinds):
+        seen = keys[max(0, cached - (window - 1)):] if kind in sliding else keys
+        distance = queries[:, None] - seen[None, :]
+        allowed = ((distance >= 0) & ((distance < window) if kind in sliding else True))[None, None]
+        masks[kind] = allowed if getattr(config, "_attn_implementation", None) != "eager" else \
+            torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+    return masks
 
 
 def reads_packed_positions(model: nn.Module) -> bool:
