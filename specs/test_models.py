@@ -324,6 +324,12 @@ def _why_positions_move_nothing(model, ids, positions, logits, bound) -> str:
     neutral = copy.deepcopy(model)
     reached = attribution.neutralise_positions(_inner(neutral))
     if not reached:
+        named = [name for name, _ in _inner(model).named_modules()
+                 if attribution.POSITION_LIKE.search(name.rsplit(".", 1)[-1]) and not attribution.TOWER.search(name)]
+        if named:
+            return (f"given positions move nothing where the order of the tokens does, and its modules named like "
+                    f"position code ({', '.join(named[:2])}) are none the probe reaches: it seems to count positions "
+                    "of its own (from its cache's slots, say), not the ids it is given")
         return ("given positions move nothing where the order of the tokens does, and the model has no rotary module, "
                 "position table or relative bias: a model without positions (NoPE), or one that counts its own")
     moved = _error(_forward(neutral, ids, positions)[0][:, -1], logits[:, -1])
@@ -490,17 +496,18 @@ def test_a_model_answers_logits_of_its_shape_and_a_cache_that_continues(record, 
     model = _model(record, device)
     ids = _ids(2, SEQ, record, device=device)
     logits, cache = _forward(model, ids, _positions(2, SEQ, device=device))
-    if tuple(logits.shape) != (2, SEQ, record.model.vocab_size) or not bool(torch.isfinite(logits).all()):
+    width = record.model.logits_width or record.model.vocab_size
+    if tuple(logits.shape) != (2, SEQ, width) or not bool(torch.isfinite(logits).all()):
         s.violated(f"logits of shape {tuple(logits.shape)} (finite: {bool(torch.isfinite(logits).all())}) for input "
-                   f"ids (2, {SEQ}); expected finite (2, {SEQ}, {record.model.vocab_size})")
+                   f"ids (2, {SEQ}); expected finite (2, {SEQ}, {width})")
     if cache.cache is None:  # a convention without a cache: its cached relations read n/a, with the reason
         return
     if contract.continues_by_a_convention_of_its_own(record, device):  # XLM, CpmAnt: the full ids each call
         return
     step, _ = _forward(model, ids[:, :1], _positions(2, 1, SEQ, device), cache=cache)
-    if tuple(step.shape) != (2, 1, record.model.vocab_size):
+    if tuple(step.shape) != (2, 1, width):
         s.violated(f"a step of 1 token on 2 rows with the returned cache gives logits of shape {tuple(step.shape)}; "
-                   f"expected (2, 1, {record.model.vocab_size})")
+                   f"expected (2, 1, {width})")
 
 
 # ------------------------------------------------------------------ MODEL-1

@@ -172,3 +172,44 @@ def test_the_vocabulary_is_the_one_the_model_answers_over():
     exec(COHERE2, namespace)  # noqa: S102 - the test's own source
     model = namespace["paligemma"]()
     assert model.config.vocab_size != 128 and traits_of(model).vocab_size == 128
+
+
+@needs_transformers
+def test_logits_wider_than_the_vocabulary_are_the_models_width_not_a_broken_contract():
+    """Inkling 2's head answers over its ``unpadded_vocab_size``, which need not be its
+    ``vocab_size``: ids are drawn from the embedding's rows, logits checked at the head's width."""
+    import transformers
+
+    from posenc.harness.whole_models.models import traits_of
+
+    config = transformers.AutoConfig.for_model(
+        "inkling2_text", vocab_size=128, unpadded_vocab_size=200, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
+        swa_num_key_value_heads=2, swa_head_dim=16, moe_intermediate_size=32, n_routed_experts=4,
+        num_experts_per_tok=2, layer_types=["hybrid_sliding", "hybrid"], n_layers_per_attn_res_block=1)
+    traits = traits_of(transformers.AutoModelForCausalLM.from_config(config))
+    assert (traits.vocab_size, traits.logits_width) == (128, 200)
+
+
+INKLING2 = textwrap.dedent('''
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+
+    def inkling2():  # a relative bias by cache slot, which no probe reaches, and no rotary
+        config = AutoConfig.for_model(
+            "inkling2_text", vocab_size=256, unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
+            swa_num_key_value_heads=2, swa_head_dim=16, moe_intermediate_size=32, n_routed_experts=4,
+            num_experts_per_tok=2, layer_types=["hybrid_sliding", "hybrid"], n_layers_per_attn_res_block=1,
+            initializer_range=0.2)
+        return AutoModelForCausalLM.from_config(config)
+''')
+
+
+@needs_transformers
+def test_an_undecided_shift_names_position_code_the_probe_does_not_reach(tmp_path):
+    verdicts = _run(tmp_path, "inkling2", "-k", "shifting", source=INKLING2)
+    [shift] = _outcomes(verdicts, "MODEL-1")
+    assert shift["state"] == State.UNDECIDED.value and "relative_position_bias" in shift["message"], shift

@@ -315,6 +315,9 @@ class ModelTraits:
     table_grows: bool = False  # absolute sinusoids computed for any position (XGLM, TrOCR): no table limit
     original_max_position: int | None = None  # a scaled model's original (pre-training) length
     vocab_size: int = 128
+    #: The logits' width where the output layer answers over more than the ``vocab_size`` the ids
+    #: are drawn from (Inkling 2's ``unpadded_vocab_size``); None: ``vocab_size``.
+    logits_width: int | None = None
     takes_position_ids: bool = True  # False: positions come from the mask alone (Bloom, MPT)
     takes_attention_mask: bool = True  # False: no padding (a model with its own cache and no mask)
     library: str = ""  # the class it builds, with its library and version, for the reports

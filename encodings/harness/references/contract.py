@@ -279,7 +279,8 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
                 return (f"{record.name} cannot be called: input ids {(rows, n)} raised {type(error).__name__} "
                         f"({_one_line(error)})"), None
-            problem = _logits_shape_problem(record.name, logits, ids[:, :n], vocab, f"input ids {(rows, n)}")
+            problem = _logits_shape_problem(record.name, logits, ids[:, :n], traits.logits_width or vocab,
+                                            f"input ids {(rows, n)}")
             if problem:
                 return problem, None
             if cache is None:
@@ -296,7 +297,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
                 return None, (f"{record.name}: one token more with its cache raised {type(error).__name__} "
                               f"({where}), while the full ids with its cache answer: it continues a "
                               f"sequence by {OWN_CONVENTION}")
-            problem = _logits_shape_problem(record.name, step, ids[:, n:], vocab,
+            problem = _logits_shape_problem(record.name, step, ids[:, n:], traits.logits_width or vocab,
                                             f"one token more with its cache, input ids {(rows, 1)}")
             if problem and getattr(model, "continues_by_its_own_convention", False):
                 # a library model that continues its cache another way (CpmAnt takes the full ids),

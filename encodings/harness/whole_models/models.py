@@ -297,11 +297,17 @@ def _configured_vocabulary(model: nn.Module, config, text) -> int:
     ``vocab_size``, the one its output layer has (Ovis2's top-level default is used by nothing),
     else the text config's, no more than its input embedding's rows."""
     sizes = [int(v) for v in (getattr(text, "vocab_size", None), getattr(config, "vocab_size", None)) if v]
-    output = _layer(model, "get_output_embeddings")
-    width = getattr(output, "out_features", None) or getattr(getattr(output, "weight", None), "shape", [None])[0]
+    width = _output_width(model)
     vocab = next((v for v in sizes if v == width), sizes[0] if sizes else width)
     rows = getattr(_layer(model, "get_input_embeddings"), "num_embeddings", None)
     return int(min(vocab, rows) if rows else vocab)
+
+
+def _output_width(model: nn.Module) -> int | None:
+    """The width of the model's output layer (its logits), where it has one."""
+    output = _layer(model, "get_output_embeddings")
+    width = getattr(output, "out_features", None) or getattr(getattr(output, "weight", None), "shape", [None])[0]
+    return int(width) if width else None
 
 
 def _layer(model: nn.Module, getter: str):
@@ -337,6 +343,9 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     if config is not None and is_transformers_model(model):
         text = config.get_text_config() if hasattr(config, "get_text_config") else config  # Fuyu's, GOT-OCR2's
         found["vocab_size"] = _configured_vocabulary(model, config, text)
+        width = _output_width(model)
+        if width and width != found["vocab_size"]:
+            found["logits_width"] = width
         found["max_position"] = next((int(getattr(c, a)) for c in (config, text) for a in (  # XLNet's -1: none
             "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
             if (getattr(c, a, None) or 0) > 0), None)
