@@ -52,8 +52,7 @@ from posenc.harness.cases.running import shorten
 from posenc.harness.catalogue.claims import CONTRACT, ClaimViolation, NotPositional
 from posenc.harness.references import contract
 from posenc.harness.references.contract import Excluded
-from posenc.harness.whole_models.models import (ModelSubject, NotInConvention, is_transformers_model, sliding_reach,
-                                               window_masks)
+from posenc.harness.whole_models.models import ModelSubject, NotInConvention, sliding_reach, wide_layers, window_masks
 from specs import support as s
 
 #: A forward pass of a few layers rounds in another order on each path: this many eps of the scale.
@@ -324,8 +323,7 @@ def _why_positions_move_nothing(model, ids, positions, logits, bound) -> str:
     neutral = copy.deepcopy(model)
     reached = attribution.neutralise_positions(_inner(neutral))
     if not reached:
-        named = [name for name, _ in _inner(model).named_modules()
-                 if attribution.POSITION_LIKE.search(name.rsplit(".", 1)[-1]) and not attribution.TOWER.search(name)]
+        named = attribution.named_like_position_code(_inner(model))
         if named:
             return (f"given positions move nothing where the order of the tokens does, and its modules named like "
                     f"position code ({', '.join(named[:2])}) are none the probe reaches: it seems to count positions "
@@ -954,7 +952,7 @@ def _windowed(model, ids, positions, keys, cache, what, cached=0):
     """The call's logits where a sliding layer sees only the keys its window reaches by position,
     as in use (a query far from its keys sees none of them there; :func:`window_masks`): a model
     that takes no masks by layer type is called with its own."""
-    masks = window_masks(_inner(model), positions[0], keys, cached) if is_transformers_model(_inner(model)) else None
+    masks = window_masks(_inner(model), positions[0], keys, cached)
     if masks is not None:
         try:
             return _call(model, ids, positions, masks, cache)[0]
@@ -1061,12 +1059,11 @@ def test_bf16_keeps_position_information_past_2048(record, device):
                                                        f"near the keys ({NEAR[0]}) too"})
         s.violated(f"under {how}: {said}", way=how, **{f"{h} (failed)": d for h, d in failed.items()})
     moved = max(_error(_query_after_keys(fresh(), ids, p + 1), exact["in one pass", p]) for p in far)
-    windows = window_masks(_inner(fresh.pristine), torch.arange(SEQ + 1), torch.arange(SEQ + 1)) \
-        if is_transformers_model(_inner(fresh.pristine)) else None
-    if windows is not None and moved <= _bound(exact["in one pass", far[-1]], fresh.pristine):
-        wide = ", ".join(sorted(kind for kind in windows if "sliding" not in kind))
+    wide = wide_layers(_inner(fresh.pristine))
+    if wide is not None and moved <= _bound(exact["in one pass", far[-1]], fresh.pristine):
         raise Excluded("with each sliding layer inside its window, as in use, a query far from its keys one "
-                       f"position further moves nothing: the layers that see that far ({wide}) read no positions")
+                       f"position further moves nothing: the layers that see that far ({', '.join(wide)}) read no "
+                       "positions")
     for how, noise in noises.items():
         if not moved >= 2 * DRIFT * noise:
             s.undecided(f"no teeth for {how}: a query one position further, far from its keys, moves the logits by "

@@ -101,11 +101,16 @@ class RecurrentLayers:
         return "; ".join(parts)
 
 
+def text_config(config):
+    """A config's text part (a multimodal model's ``text_config``), or the config itself."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
 def recurrent_layers(model: nn.Module) -> RecurrentLayers:
     """The recurrent layers of ``model``, from its config and its modules."""
     configured = ""
     config = getattr(model, "config", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    text = text_config(config)
     for field in ("layer_types", "block_types", "layers_block_type"):
         kinds = getattr(text, field, None)
         if isinstance(kinds, (list, tuple)):
@@ -163,6 +168,13 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
               if id(module) not in tables and "Sinusoid" in type(module).__name__
               and not ROTARY.search(type(module).__name__) and not _outermost(module, ROTARY)]
     return [(label, module, hook) for label, module, hook in found if not TOWER.search(label.split(" ", 1)[0])]
+
+
+def named_like_position_code(model: nn.Module) -> list[str]:
+    """Modules of the text (no other tower's) named like position code, reached by the probes or
+    not (Inkling 2's ``relative_position_bias``, by cache slot, is not)."""
+    return [name for name, _ in model.named_modules()
+            if POSITION_LIKE.search(name.rsplit(".", 1)[-1]) and not TOWER.search(name)]
 
 
 def position_code(model: nn.Module) -> list[str]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attribution import POSITION_TABLES, TOWER  # another tower's position tables read no text positions
+from .attribution import POSITION_TABLES, TOWER, text_config  # TOWER: another tower's tables read no text positions
 from .model_subject import ModelSubject, NotInConvention  # noqa: F401  (specs and adapters import them here)
 from ..catalogue.records import ModelTraits
 from .torchtune_lm import TorchtuneLM, is_torchtune_model, torchtune_traits
@@ -292,12 +292,11 @@ def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tup
     return {**designs_reached(_rope_type(config), traits), **configured_designs(config.to_dict(), traits)}
 
 
-def _configured_vocabulary(model: nn.Module, config, text) -> int:
+def _configured_vocabulary(model: nn.Module, config, text, width: int | None) -> int:
     """The vocabulary a transformers model answers over: of its config's and its text config's
-    ``vocab_size``, the one its output layer has (Ovis2's top-level default is used by nothing),
-    else the text config's, no more than its input embedding's rows."""
+    ``vocab_size``, the one its output layer has (``width``; Ovis2's top-level default is used by
+    nothing), else the text config's, no more than its input embedding's rows."""
     sizes = [int(v) for v in (getattr(text, "vocab_size", None), getattr(config, "vocab_size", None)) if v]
-    width = _output_width(model)
     vocab = next((v for v in sizes if v == width), sizes[0] if sizes else width)
     rows = getattr(_layer(model, "get_input_embeddings"), "num_embeddings", None)
     return int(min(vocab, rows) if rows else vocab)
@@ -341,9 +340,9 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     config = getattr(model, "config", None)
     found = {}
     if config is not None and is_transformers_model(model):
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config  # Fuyu's, GOT-OCR2's
-        found["vocab_size"] = _configured_vocabulary(model, config, text)
+        text = text_config(config)  # Fuyu's, GOT-OCR2's
         width = _output_width(model)
+        found["vocab_size"] = _configured_vocabulary(model, config, text, width)
         if width and width != found["vocab_size"]:
             found["logits_width"] = width
         found["max_position"] = next((int(getattr(c, a)) for c in (config, text) for a in (  # XLNet's -1: none
@@ -390,47 +389,69 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
     return ModelTraits(**{**found, **given})
 
 
-def sliding_reach(model: nn.Module) -> int | None:
-    """The window every attention layer of ``model`` slides (transformers' ``sliding_window``, where
-    its config's ``layer_types``, if any, name no attention layer but sliding ones): no query attends
-    a key that many positions back or more. None where a layer attends every key before it."""
-    config = getattr(model, "config", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+def _attends(kind) -> bool:
+    """A config layer type of softmax attention (not linear attention, a Mamba or a conv layer)."""
+    return isinstance(kind, str) and "attention" in kind and "linear" not in kind
+
+
+def _windows(model: nn.Module) -> tuple[int, list | None] | None:
+    """``(sliding_window, layer_types)`` of a transformers model that slides a window (``layer_types``
+    None where the config lists none: every layer slides); None where none does."""
+    if not is_transformers_model(model):
+        return None
+    text = text_config(getattr(model, "config", None))
     window = getattr(text, "sliding_window", None)
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0 \
             or getattr(text, "use_sliding_window", True) is False:
         return None
     kinds = getattr(text, "layer_types", None)
-    if isinstance(kinds, (list, tuple)):
-        attention = [kind for kind in kinds if isinstance(kind, str) and "attention" in kind and "linear" not in kind]
-        if not attention or not all("sliding" in kind for kind in attention):
-            return None
-    return window
+    return window, list(kinds) if isinstance(kinds, (list, tuple)) and kinds else None
+
+
+def sliding_reach(model: nn.Module) -> int | None:
+    """The window every attention layer of ``model`` slides (its ``layer_types``, if any, name no
+    attention layer but sliding ones): no query attends a key that many positions back or more.
+    None where a layer attends every key before it."""
+    found = _windows(model)
+    if found is None:
+        return None
+    window, kinds = found
+    attention = [kind for kind in kinds or () if _attends(kind)]
+    return window if kinds is None or (attention and all("sliding" in kind for kind in attention)) else None
+
+
+def wide_layers(model: nn.Module) -> list[str] | None:
+    """The layer types that attend every key, in a model whose other layers (all of softmax
+    attention) slide a window: the models :func:`window_masks` masks by layer type. None otherwise."""
+    found = _windows(model)
+    kinds = found[1] if found else None
+    if not kinds or not all(_attends(kind) for kind in kinds):
+        return None
+    wide = sorted({kind for kind in kinds if "sliding" not in kind})
+    return wide if wide and len(wide) < len(set(kinds)) else None
 
 
 def window_masks(model: nn.Module, queries: torch.Tensor, keys: torch.Tensor, cached: int = 0) -> dict | None:
     """Attention masks by position for each of ``model``'s layer types, where some layers slide a
-    window and others attend every key: a sliding layer sees a key less than its window back, the
-    others every key up to the query (``(1, 1, queries, keys)``, boolean for SDPA, additive for
-    eager attention). transformers takes such a dict in place of its own masks, which count a
-    window by a key's slot, not its position. ``keys`` starts with the ``cached`` keys of a cache,
-    whose sliding layers keep the last ``window − 1`` of them. None where the layers do not differ so."""
-    config = getattr(model, "config", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    window, kinds = getattr(text, "sliding_window", None), getattr(text, "layer_types", None)
-    if not isinstance(window, int) or not isinstance(kinds, (list, tuple)) or not kinds \
-            or not all(isinstance(k, str) and "attention" in k and "linear" not in k for k in kinds):
+    window and others attend every key (:func:`wide_layers`): a sliding layer sees a key less than
+    its window back, the others every key up to the query (``(1, 1, queries, keys)``, boolean for
+    SDPA, additive for eager attention). transformers takes such a dict in place of its own masks,
+    which count a window by a key's slot, not its position. ``keys`` starts with the ``cached`` keys
+    of a cache, whose sliding layers keep the last ``window − 1`` of them. None where the layers do
+    not differ so."""
+    wide = wide_layers(model)
+    if wide is None:
         return None
-    sliding = {k for k in kinds if "sliding" in k}
-    if not sliding or sliding == set(kinds):
-        return None
+    window, kinds = _windows(model)
+    eager = getattr(model.config, "_attn_implementation", None) == "eager"
     dtype = next(model.parameters()).dtype
     masks = {}
     for kind in set(kinds):
-        seen = keys[max(0, cached - (window - 1)):] if kind in sliding else keys
+        sliding = kind not in wide
+        seen = keys[max(0, cached - (window - 1)):] if sliding else keys
         distance = queries[:, None] - seen[None, :]
-        allowed = ((distance >= 0) & ((distance < window) if kind in sliding else True))[None, None]
-        masks[kind] = allowed if getattr(config, "_attn_implementation", None) != "eager" else \
+        allowed = ((distance >= 0) & ((distance < window) if sliding else True))[None, None]
+        masks[kind] = allowed if not eager else \
             torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
     return masks
 
