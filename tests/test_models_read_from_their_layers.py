@@ -191,6 +191,29 @@ def test_logits_wider_than_the_vocabulary_are_the_models_width_not_a_broken_cont
     assert (traits.vocab_size, traits.logits_width) == (128, 200)
 
 
+WIDE = textwrap.dedent(f'''
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    def llama_wide():  # logits wider than the columns judged
+        tiny = {{**{TINY!r}, "vocab_size": 9000}}
+        config = transformers.LlamaConfig(**tiny, max_position_embeddings=32, pad_token_id=0)
+        return AutoModelForCausalLM.from_config(config)
+''')
+
+
+@needs_transformers
+def test_logits_wider_than_the_judged_columns_keep_the_contract_whole_and_the_relations_their_teeth(tmp_path):
+    """A vocabulary of 200000 over a 4096-row pass is 6.5 GB in float64: the relations judge columns
+    spread across the logits (their teeth too), the contract the whole width."""
+    from specs.test_models import JUDGED_COLUMNS
+
+    assert JUDGED_COLUMNS < 9000
+    verdicts = _run(tmp_path, "llama_wide", "-k", "answers_logits_of_its_shape or decoding_matches_each_prefix", source=WIDE)
+    cells = _cells(verdicts, "model_llama_wide")
+    assert (cells["contract"], cells["MODEL-2"]) == (State.HOLDS, State.HOLDS), verdicts["outcomes"]
+
+
 INKLING2 = textwrap.dedent('''
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
