@@ -663,11 +663,30 @@ def _decode_references(fresh, ids, wanted, decoded, place, device, regime, decod
     return prefixes, full, bound
 
 
-def _decode(record, device, regime):
+def _short(relation, record, device, regime, judged, teeth):
+    """``teeth`` (:func:`_require_teeth`) of a relation judged on ``judged``; where that plan reaches
+    a threshold through a long prefill and a position one off moves too little there, the relation
+    runs on :data:`plan.SHORT` too, whose teeth decide (its violations count as the long one's)."""
+    try:
+        teeth()
+    except contract.Undecided:
+        if judged.prefill <= SEQ:
+            raise
+        relation(record, device, regime, short=True)
+
+
+def _plan(fresh, short: bool):
+    """The decode a relation runs: :data:`plan.SHORT` where ``short`` (or a probe of blame reruns
+    a violation found there), else the model's :func:`plan.decode_plan`."""
+    return plan.SHORT if short or _FOCUS.get("plan") == "short" else plan.decode_plan(fresh.traits)
+
+
+def _decode(record, device, regime, short=False):
     fresh = Fresh(record, device)
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
-    decode = plan.decode_plan(fresh.traits)
+    decode = _plan(fresh, short)
+    where = {"plan": "short"} if decode is plan.SHORT and decode != plan.decode_plan(fresh.traits) else {}
     ids = _ids(1, decode.length, record, seed=1, device=device)
     decoded = {}
     for way in (_own_paths(model) if regime == OWN else (None,)):
@@ -700,7 +719,8 @@ def _decode(record, device, regime):
         s.require_within(error=float(errors[worst]), bound=bound,
                          what=f"{said}, decode step {worst} (position {at[worst]}, after a prefill of "
                               f"{decode.prefill}) gives other logits than a fresh pass on the prefix 0…{at[worst]} "
-                              f"(maximum {record.model.max_position})", position=at[worst], regime=regime, **_path(way))
+                              f"(maximum {record.model.max_position})", position=at[worst], regime=regime, **_path(way),
+                         **where)
         if _promises_full_pass(fresh.traits, decode.last):
             if full is None:
                 full, _ = _forward(fresh(), ids, place(_positions(1, decode.length, device=device)),
@@ -710,7 +730,7 @@ def _decode(record, device, regime):
             s.require_within(error=float(errors[worst]), bound=bound,
                              what=f"{said}, decode step {worst} (position {at[worst]}) gives other logits "
                                   f"than one full pass of {decode.length}, though it matches its prefix's",
-                             position=at[worst], regime=regime, **_path(way))
+                             position=at[worst], regime=regime, **_path(way), **where)
     if regime == GIVEN and (not _FOCUS or _FOCUS.get("sequence") == "new"):  # it starts anew as a fresh model
         other, start = _ids(1, decode.prefill, record, seed=3, device=device), _positions(1, decode.prefill, device=device)
         again, _ = _forward(used, other, start, what="a new sequence on the model that decoded")
@@ -718,8 +738,9 @@ def _decode(record, device, regime):
         s.require_within(error=_error(again, anew), bound=_bound(anew, model), regime=regime, sequence="new",
                          what="a new sequence (no cache passed) on the model that decoded before gives other logits "
                               "than on a fresh model: it keeps state across sequences (a cache reset that does nothing)")
-    _require_teeth(fresh(), ids, _positions(1, decode.length, device=device), bound, "decoding", regime,
-                   twin=True)
+    _short(_decode, record, device, regime, decode,
+           lambda: _require_teeth(fresh(), ids, _positions(1, decode.length, device=device), bound, "decoding",
+                                  regime, twin=True))
 
 
 @pytest.mark.claim("MODEL-2", kinds=("model",))
@@ -735,11 +756,13 @@ def test_decoding_matches_each_prefix_with_own_positions(record, device):
 # ------------------------------------------------------------------ MODEL-3
 
 
-def _chunks(record, device, regime):
+def _chunks(record, device, regime, short=False):
     fresh = Fresh(record, device)
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
-    sizes = plan.chunk_plan(fresh.traits)
+    decode = _plan(fresh, short)
+    where = {"plan": "short"} if decode is plan.SHORT and decode != plan.decode_plan(fresh.traits) else {}
+    sizes = plan.chunk_plan(fresh.traits, decode)
     length = sum(sizes)
     ids = _ids(1, length, record, seed=2, device=device)
     chunked = {}
@@ -774,7 +797,7 @@ def _chunks(record, device, regime):
             s.require_within(error=_error(logits, reference), bound=bound,
                              what=f"{said}, chunk {k} ({begin}…{end - 1}, chunk sizes {sizes}) gives other "
                                   f"logits than a fresh pass on the prefix 0…{end - 1}", chunk=k, regime=regime,
-                             **_path(way))
+                             **_path(way), **where)
         if _promises_full_pass(fresh.traits, length - 1) and (not _FOCUS or "chunk" not in _FOCUS):
             if length not in references:
                 references[length] = _prefix_logits(fresh, ids, length, place, device, regime)
@@ -783,9 +806,10 @@ def _chunks(record, device, regime):
             joined = torch.cat([logits for _, _, logits in judged], dim=1)
             s.require_within(error=_error(joined, full), bound=bound,
                              what=f"{said}, a prefill in chunks of {sizes} gives other logits than one full "
-                                  "pass, though each chunk matches its prefix's", regime=regime, **_path(way))
-    _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill", regime,
-                   twin=True)
+                                  "pass, though each chunk matches its prefix's", regime=regime, **_path(way), **where)
+    _short(_chunks, record, device, regime, decode,
+           lambda: _require_teeth(fresh(), ids, _positions(1, length, device=device), bound, "a chunked prefill",
+                                  regime, twin=True))
 
 
 #: Words of a model that refuses a multi-token call with its cache, saying so.

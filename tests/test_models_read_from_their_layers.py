@@ -214,6 +214,30 @@ def test_logits_wider_than_the_judged_columns_keep_the_contract_whole_and_the_re
     assert (cells["contract"], cells["MODEL-2"]) == (State.HOLDS, State.HOLDS), verdicts["outcomes"]
 
 
+QWEN35 = textwrap.dedent('''
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    def qwen35():  # a linear-attention layer, then full attention rotating a quarter of its dims
+        config = AutoConfig.for_model("qwen3_5_text", vocab_size=256, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=16, initializer_range=0.2, max_position_embeddings=4096,
+                                      pad_token_id=0, layer_types=["linear_attention", "full_attention"])
+        return AutoModelForCausalLM.from_config(config)
+''')
+
+
+@needs_transformers
+def test_a_decode_across_the_maximum_without_teeth_there_is_judged_from_a_short_prefill_too(tmp_path):
+    """MiniCPM-V's text model (Qwen3.5's): across its maximum, after a prefill of 4092, a position one
+    off moves the last logits by about the tolerance that reach allows; decoding and chunks from a
+    prefill of 4 have teeth, and decide the cells (which read undecided, blaming a clamped table)."""
+    verdicts = _run(tmp_path, "qwen35", "-k", "decoding_matches_each_prefix_with_given or "
+                                            "chunked_prefill_matches_each_prefix_with_given", source=QWEN35)
+    outcomes = _outcomes(verdicts, "MODEL-2") + _outcomes(verdicts, "MODEL-3")
+    assert len(outcomes) == 2 and all(o["state"] == State.HOLDS.value for o in outcomes), outcomes
+
+
 INKLING2 = textwrap.dedent('''
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM

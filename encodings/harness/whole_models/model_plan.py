@@ -52,6 +52,12 @@ class Decode:
         return self.length - 1
 
 
+#: A decode that starts early: 40 tokens from :data:`PREFILL`. Where a plan reaches a threshold
+#: through a long prefill, a position one off may move the logits there by less than the tolerance
+#: the long reach allows; the relation is then judged on this plan too, and its teeth are this one's.
+SHORT = Decode(PREFILL, 40)
+
+
 def thresholds(traits: ModelTraits) -> list[int]:
     """Positions where a relative model's behaviour may change: its maximum, its original length."""
     found = {t for t in (traits.max_position, traits.original_max_position, traits.rescales_at) if t}
@@ -66,17 +72,17 @@ def decode_plan(traits: ModelTraits) -> Decode:
     near = DECODE_NEAR_QUADRATIC if traits.quadratic_attention else DECODE_NEAR
     reachable = [t for t in thresholds(traits) if t <= near]
     if not reachable:
-        return Decode(PREFILL, 40)
+        return SHORT
     top = reachable[-1]
     if top <= DECODE_EVERY:
         return Decode(PREFILL, max(40, top + 8))
     return Decode(top - ACROSS, top + ACROSS)
 
 
-def chunk_plan(traits: ModelTraits) -> list[int]:
-    """Chunk sizes over :func:`decode_plan`'s length: a long prefill first where it has one, then
-    :data:`CHUNKS` cycled (unequal sizes)."""
-    plan = decode_plan(traits)
+def chunk_plan(traits: ModelTraits, plan: Decode | None = None) -> list[int]:
+    """Chunk sizes over ``plan``'s length (:func:`decode_plan`'s by default): a long prefill first
+    where it has one, then :data:`CHUNKS` cycled (unequal sizes)."""
+    plan = plan or decode_plan(traits)
     sizes = [plan.prefill] if plan.prefill > SEQ else []
     done, k = sum(sizes), 0
     while done < plan.length:
