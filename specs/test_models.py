@@ -681,8 +681,36 @@ def _plan(fresh, short: bool):
     return plan.SHORT if short or _FOCUS.get("plan") == "short" else plan.decode_plan(fresh.traits)
 
 
+def _both_ways(fresh, record, device) -> str | None:
+    """Where the model's config declares attention both ways and the model keeps its word (the
+    last token changed moves the logits before it), the evidence; else None. A model that attends
+    both ways undeclared is judged as causal."""
+    declared = attribution.declared_bidirectional(_inner(fresh.pristine))
+    if declared is None:
+        return None
+    ids = _ids(1, SEQ, record, seed=62, device=device)
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % (fresh.traits.vocab_size or 2)
+    before, _ = _call(fresh(), ids, _positions(1, SEQ, device=device))
+    after, _ = _call(fresh(), changed, _positions(1, SEQ, device=device))
+    moved = _error(before[:, :-1], after[:, :-1])
+    if moved <= TEETH * _bound(before, fresh.pristine):
+        return None
+    return (f"the model attends both ways, as its {declared} declares (the last of {SEQ} tokens changed moves the "
+            f"logits before it by {moved:.2e})")
+
+
+def _require_causal(fresh, record, device, what: str):
+    """Exclude a continuation relation on a model that attends both ways by design (:func:`_both_ways`):
+    a continuation then sees less than a fresh pass on the whole prefix."""
+    both = _both_ways(fresh, record, device)
+    if both:
+        raise Excluded(f"{both}: {what} cannot see what a fresh pass on the whole prefix sees")
+
+
 def _decode(record, device, regime, short=False):
     fresh = Fresh(record, device)
+    _require_causal(fresh, record, device, "a decode step, its keys cached from a shorter prefix,")
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
     decode = _plan(fresh, short)
@@ -758,6 +786,7 @@ def test_decoding_matches_each_prefix_with_own_positions(record, device):
 
 def _chunks(record, device, regime, short=False):
     fresh = Fresh(record, device)
+    _require_causal(fresh, record, device, "a chunk, its keys cached from a shorter prefix,")
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
     decode = _plan(fresh, short)
@@ -1252,6 +1281,13 @@ def _packing_attributed(record, device, regime):
     except NotPositional:
         raise
     except ClaimViolation as violation:
+        both = violation.details.get("document") == 0 and _both_ways(Fresh(record, device), record, device)
+        if both:  # nothing precedes document 0, at the same positions packed and alone
+            details = {k: v for k, v in violation.details.items() if k != "reproducer"}
+            s.not_positional(f"{_summary(violation)} (document 0 has the same positions packed and alone, and "
+                             "nothing before it)", blame="the model's attention mask, not its positions",
+                             **details, **{"the model's mask": f"{both}; packed, its mask attends otherwise than "
+                                                               "alone"})
         if _mask_reads_positions(record, device):
             raise
         details = {k: v for k, v in violation.details.items() if k != "reproducer"}

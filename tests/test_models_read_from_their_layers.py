@@ -165,6 +165,22 @@ def test_a_sliding_layer_sees_only_its_window_of_a_far_query(tmp_path):
 
 
 @needs_transformers
+def test_text_that_attends_both_ways_by_its_config_is_read_as_that_design(tmp_path):
+    """PaliGemma's text attends both ways (``use_bidirectional_attention``, set by its config): a
+    continuation cannot equal a fresh pass there (MODEL-2, MODEL-3 n/a, saying so); packed, its mask
+    is causal, and document 0, at the same positions and with nothing before it, differs: the mask's
+    doing, not the positions'."""
+    verdicts = _run(tmp_path, "paligemma", "-k", "decoding_matches_each_prefix_with_given or "
+                                                "packed_documents_match_each_document_alone_with_given",
+                    source=COHERE2)
+    [decode] = _outcomes(verdicts, "MODEL-2")
+    assert decode["state"] == State.EXCLUDED.value and "use_bidirectional_attention=True" in decode["message"]
+    [packed] = _outcomes(verdicts, "MODEL-8")
+    assert packed["state"] == State.UNEXPECTEDLY_FAILING.value, packed
+    assert packed["blame"] == "the model's attention mask, not its positions", packed
+
+
+@needs_transformers
 def test_the_vocabulary_is_the_one_the_model_answers_over():
     from posenc.harness.whole_models.models import traits_of
 

@@ -106,6 +106,17 @@ def text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
+def declared_bidirectional(model: nn.Module) -> str | None:
+    """The config field declaring that the text attends both ways (Gemma's and PaliGemma's
+    ``use_bidirectional_attention``: true, or ``"all"``; ``"vision"`` leaves the text causal), or None."""
+    config = getattr(model, "config", None)
+    for where, part in (("config", config), ("config.text_config", text_config(config))):
+        value = getattr(part, "use_bidirectional_attention", None)
+        if value is True or value == "all":
+            return f"{where}.use_bidirectional_attention={value!r}"
+    return None
+
+
 def recurrent_layers(model: nn.Module) -> RecurrentLayers:
     """The recurrent layers of ``model``, from its config and its modules."""
     configured = ""
