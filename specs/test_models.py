@@ -125,7 +125,10 @@ class _Sequence:
 
 def _judged(logits: torch.Tensor, every_column: bool = False) -> torch.Tensor:
     """The logits in float64 on :data:`JUDGED_COLUMNS` columns spread evenly (the first and the last
-    among them), or on all where they are fewer or ``every_column``."""
+    among them), or on all where they are fewer or ``every_column``. A logit at its dtype's lowest
+    value is a token the model forbids (Chameleon's image tokens), a mask and no scale: it reads 0."""
+    if logits.is_floating_point():
+        logits = logits.masked_fill(logits == torch.finfo(logits.dtype).min, 0)
     width = logits.shape[-1]
     if not every_column and width > JUDGED_COLUMNS:
         columns = torch.linspace(0, width - 1, JUDGED_COLUMNS, device=logits.device).round().long()

@@ -180,6 +180,31 @@ def test_text_that_attends_both_ways_by_its_config_is_read_as_that_design(tmp_pa
     assert packed["blame"] == "the model's attention mask, not its positions", packed
 
 
+CHAMELEON = textwrap.dedent(f'''
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+    def chameleon():  # its image tokens' logits are float32's lowest value: forbidden, a mask
+        config = transformers.AutoConfig.for_model(
+            "chameleon", **{TINY!r}, max_position_embeddings=64,
+            vq_config=dict(embed_dim=16, num_embeddings=32, base_channels=32, channel_multiplier=[1, 1],
+                           num_res_blocks=1, latent_channels=16, resolution=16),
+            vocabulary_map={{"<image>": 3, **{{f"IMGIMG{{chr(65 + i // 10)}}{{chr(65 + i % 10)}}Z": 96 + i
+                                               for i in range(32)}}}})
+        return transformers.AutoModelForImageTextToText.from_config(config)
+''')
+
+
+@needs_transformers
+def test_logits_a_model_forbids_are_a_mask_not_the_scale_of_its_tolerance(tmp_path):
+    """Chameleon sets its image tokens' logits to float32's lowest value: taken as the logits'
+    scale, every tolerance was 1e31 and every relation undecided for want of teeth."""
+    verdicts = _run(tmp_path, "chameleon", "-k", "decoding_matches_each_prefix_with_given", source=CHAMELEON)
+    [decode] = _outcomes(verdicts, "MODEL-2")
+    assert decode["state"] == State.HOLDS.value, decode
+
+
 @needs_transformers
 def test_the_vocabulary_is_the_one_the_model_answers_over():
     from posenc.harness.whole_models.models import traits_of
