@@ -30,7 +30,7 @@ from posenc.harness.references.reference import (  # noqa: F401  (specs use them
     roformer_bound,
 )
 from posenc.harness.cases.running import (  # noqa: F401
-    RunningSpec, current, drawn_values, reproducer, running, shorten)
+    RunningSpec, current, drawn_values, first_line, reproducer, running, shorten)
 from posenc.harness.references.tensors import from_heads, max_error, randn  # noqa: F401  (specs use them as s.<name>)
 
 #: The configuration every spec builds encoders with unless it says otherwise.
@@ -87,7 +87,8 @@ def answered(what: str, call):
     except (ClaimViolation, GeometryContradiction):
         raise
     except Exception as error:  # noqa: BLE001 - the claim says it answers; any error refutes it
-        violated(f"{what}: raised {type(error).__name__}", message=shorten(error_text(error)))
+        violated(f"{what}: raised {type(error).__name__}: {first_line(error_text(error), 80)}",
+                 message=shorten(error_text(error)))
 
 
 

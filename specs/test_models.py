@@ -78,6 +78,8 @@ REGIMES = {GIVEN: "with given positions", OWN: "with the model's own positions"}
 #: and the violation's details: a relation reruns only the path and position that failed.
 _PROBE = None
 _FOCUS: dict = {}
+#: False while a probe runs with the rotary made the identity: no angle is formed, none rounds.
+_ANGLES = True
 
 
 class Fresh:
@@ -182,6 +184,7 @@ def _bound(reference: torch.Tensor, model=None, dtype=torch.float32, reach: int 
     coarser), and an angle ``p·θ`` rounded at positions up to ``reach`` (about ``reach`` roundings
     of a radian where θ is near 1)."""
     returned = getattr(model, "logits_dtype", dtype)
+    reach = reach if _ANGLES else 0
     eps = max(torch.finfo(dtype).eps, torch.finfo(returned).eps if returned.is_floating_point else 0.0)
     return (ULPS + reach) * eps * max(1.0, float(reference.abs().max()))
 
@@ -357,11 +360,12 @@ def _why_positions_move_nothing(model, ids, positions, logits, bound) -> str:
             "(attention scores that ignore q·k, or position code no layer applies)")
 
 
-def _rerun(relation, record, device, regime, probe, focus: dict):
+def _rerun(relation, record, device, regime, probe, focus: dict, angles: bool = True):
     """``relation`` once more, every copy of the model altered by ``probe``: the violation it
-    raises, None where it holds, or ``...`` where it reaches no verdict."""
-    global _PROBE, _FOCUS
-    _PROBE, _FOCUS = probe, focus
+    raises, None where it holds, or ``...`` where it reaches no verdict. ``angles``: False where
+    the probe leaves no angle to round (the rotary made the identity), so no tolerance allows one."""
+    global _PROBE, _FOCUS, _ANGLES
+    _PROBE, _FOCUS, _ANGLES = probe, focus, angles
     try:
         relation(record, device, regime)
     except ClaimViolation as again:
@@ -369,7 +373,7 @@ def _rerun(relation, record, device, regime, probe, focus: dict):
     except BaseException:  # noqa: BLE001 - an exclusion, a crash: no evidence either way
         return ...
     finally:
-        _PROBE, _FOCUS = None, {}
+        _PROBE, _FOCUS, _ANGLES = None, {}, True
     return None
 
 
@@ -403,10 +407,14 @@ def _blame(relation, record, device, regime, violation):
     fresh = Fresh(record, device)
     reached = attribution.position_code(_inner(fresh.pristine))
     shown_neutral = bool(reached) and _blind_to_positions(fresh, record, device, neutralise=True)
+    angles = fresh.traits.positions == "alibi"  # ALiBi's slopes still meet the positions
     if shown_neutral:
-        again = _rerun(relation, record, device, regime, attribution.neutralise_positions, violation.details)
+        again = _rerun(relation, record, device, regime, attribution.neutralise_positions, violation.details,
+                       angles=angles)
         if not isinstance(again, ClaimViolation):
             return
+        if ": raised " in _summary(again) and _raised_in_position_code(relation, record, device, regime, again):
+            return  # raised where positions are made (an M-RoPE index builder): no probe neutralises that
         evidence = {"with the positions neutralised": f"{', '.join(reached)} made the identity, the violation "
                                                       f"persists: {_summary(again)}"}
         probe = "it persists with the position code neutralised"
@@ -433,15 +441,25 @@ def _blame(relation, record, device, regime, violation):
         probe, reached = f"raised inside {raised}", []
     blame = "the model, not its positions"
     recurrent = attribution.recurrent_layers(_inner(fresh.pristine))
+    selectors = _key_selectors(fresh, record, device)
+    budgets = attribution.keep_every_key(_inner(fresh()), selectors)
+    if budgets and not recurrent.modules:  # what the choice of keys does, the positions neutralised too
+        def every_key(model):
+            attribution.neutralise_positions(model)
+            attribution.keep_every_key(model, selectors)
+        if _rerun(relation, record, device, regime, every_key, violation.details, angles=angles) is None:
+            blame = f"the keys chosen by {', '.join(selectors[:2])}"
+            evidence["with every key kept too"] = (f"{', '.join(budgets[:2])} raised past the sequence, the relation "
+                                                   "holds: the two passes choose other keys")
+            probe += "; it clears with every key kept"
     if recurrent.modules:
         def held(model):
             attribution.neutralise_positions(model)
             attribution.hold_recurrent_layers(model)
-        if _rerun(relation, record, device, regime, held, violation.details) is None:
+        if _rerun(relation, record, device, regime, held, violation.details, angles=angles) is None:
             blame = f"its recurrent layers ({recurrent.describe()})"
             evidence["with its recurrent layers held at zero too"] = "the relation holds"
             probe += "; it clears with the recurrent layers held at zero"
-            selectors = _key_selectors(fresh, record, device)
             if selectors:  # zeroing those layers changes what a selection downstream reads too
                 blame += f", or the keys chosen from what they feed ({', '.join(selectors[:2])})"
                 evidence["choices it makes"] = (f"{', '.join(selectors[:2])} choose among keys from hidden states "
@@ -469,6 +487,17 @@ def _key_selectors(fresh, record, device) -> list[str]:
     finally:
         choices.remove()
     return [name for name in choices.modules() if not ROUTERS.search(name)]
+
+
+def _raised_in_position_code(relation, record, device, regime, violation) -> str | None:
+    """Where a violation that is an error was raised in the model's position code (a method that
+    makes positions, a rotary), rerun to read its traceback; None where it was raised elsewhere."""
+    copies = []
+    again = _rerun(relation, record, device, regime, copies.append, violation.details)
+    if not isinstance(again, ClaimViolation) or ": raised " not in _summary(again):
+        return None
+    return next((found for model in reversed(copies) if (found := attribution.inside_position_code(model, again))),
+                None)
 
 
 def _raised_outside_position_code(relation, record, device, regime, violation) -> str | None:
@@ -628,6 +657,9 @@ def _stepped(model, ids, prefill, place, regime, way, device):
     said = REGIMES[regime] + ("" if regime == GIVEN else f" {way}")
     logits, cache = _forward(model, ids[:, :prefill], place(_positions(1, prefill, device=device)),
                              what=f"{said}, a prefill of {prefill}", bare=way == BARE)
+    if way == BARE and getattr(model, "fills_handed_cache", None):  # the cache it fills it never returns
+        s.violated(f"{said}: model(ids, use_cache=True) returns no cache, and keeps no state in its modules (a cache "
+                   "handed to it fills): a bare call cannot continue the sequence", **_path(way))
     rows = [logits[:, -1]]
     for j in range(prefill, ids.shape[1]):
         step, cache = _forward(model, ids[:, j : j + 1], place(_positions(1, 1, j, device)), cache=cache,
@@ -719,7 +751,7 @@ def _decode(record, device, regime, short=False):
     decode = _plan(fresh, short)
     where = {"plan": "short"} if decode is plan.SHORT and decode != plan.decode_plan(fresh.traits) else {}
     ids = _ids(1, decode.length, record, seed=1, device=device)
-    decoded = {}
+    decoded, broken = {}, None
     for way in (_own_paths(model) if regime == OWN else (None,)):
         if _FOCUS.get("path", way) != way:  # a probe of blame reruns the path that failed
             continue
@@ -734,6 +766,12 @@ def _decode(record, device, regime, short=False):
         except Excluded:
             if way is None or way == GENERATE:
                 raise
+        except ClaimViolation as violation:  # a path that raises: the others are judged before it is told
+            if way is None:
+                raise
+            broken = broken or violation
+    if not decoded:
+        raise broken
     longest = max(len(at) for _, at in decoded.values())
     wanted = range(decode.prefill - 1, decode.prefill - 1 + longest)
     if _FOCUS.get("sequence") == "new":  # a probe of blame of the new sequence: no decode judged
@@ -744,15 +782,16 @@ def _decode(record, device, regime, short=False):
     prefixes, full, bound = _decode_references(fresh, ids, wanted, decoded, place, device, regime, decode)
     for way, (steps, at) in decoded.items():
         said = REGIMES[regime] + ("" if way is None else f" {way}")
+        against = _FOCUS.get("against", "prefix") if _FOCUS else None  # a probe reruns the comparison that failed
         reference = torch.stack([prefixes[j] for j in at], dim=1)
-        errors = (steps - reference).abs().amax(dim=(0, 2))
+        errors = (steps - reference).abs().amax(dim=(0, 2)) if against != "full pass" else torch.zeros(len(at))
         worst = _first_over(errors, bound)
         s.require_within(error=float(errors[worst]), bound=bound,
                          what=f"{said}, decode step {worst} (position {at[worst]}, after a prefill of "
                               f"{decode.prefill}) gives other logits than a fresh pass on the prefix 0…{at[worst]} "
                               f"(maximum {record.model.max_position})", position=at[worst], regime=regime, **_path(way),
                          **where)
-        if _promises_full_pass(fresh.traits, decode.last):
+        if _promises_full_pass(fresh.traits, decode.last) and against in (None, "full pass"):
             if full is None:
                 full, _ = _forward(fresh(), ids, place(_positions(1, decode.length, device=device)),
                                    what=f"{REGIMES[regime]}, a full pass of {decode.length}")
@@ -761,7 +800,9 @@ def _decode(record, device, regime, short=False):
             s.require_within(error=float(errors[worst]), bound=bound,
                              what=f"{said}, decode step {worst} (position {at[worst]}) gives other logits "
                                   f"than one full pass of {decode.length}, though it matches its prefix's",
-                             position=at[worst], regime=regime, **_path(way), **where)
+                             position=at[worst], regime=regime, against="full pass", **_path(way), **where)
+    if broken is not None:
+        raise broken
     if regime == GIVEN and (not _FOCUS or _FOCUS.get("sequence") == "new"):  # it starts anew as a fresh model
         other, start = _ids(1, decode.prefill, record, seed=3, device=device), _positions(1, decode.prefill, device=device)
         again, _ = _forward(used, other, start, what="a new sequence on the model that decoded")

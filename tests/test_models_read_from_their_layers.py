@@ -15,7 +15,7 @@ import pytest
 
 from posenc.harness.catalogue.states import State
 from posenc.harness.whole_models import attribution
-from posenc.harness.whole_models.models import sliding_reach, window_masks
+from posenc.harness.whole_models.models import sliding_reach, wide_layers, window_masks
 
 from .test_models_as_they_come import _cells, _outcomes, _run, needs_transformers
 
@@ -203,6 +203,137 @@ def test_logits_a_model_forbids_are_a_mask_not_the_scale_of_its_tolerance(tmp_pa
     verdicts = _run(tmp_path, "chameleon", "-k", "decoding_matches_each_prefix_with_given", source=CHAMELEON)
     [decode] = _outcomes(verdicts, "MODEL-2")
     assert decode["state"] == State.HOLDS.value, decode
+
+
+OMNI = textwrap.dedent(f'''
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+    def omni_thinker():  # its config class defines no vision_start_token_id, which its M-RoPE index reads
+        text = dict(**{TINY!r}, max_position_embeddings=4096, model_type="qwen2_5_omni_text",
+                    rope_parameters=dict(rope_type="default", rope_theta=1e6, mrope_section=[2, 3, 3]))
+        vision = dict(depth=1, embed_dim=32, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2,
+                      patch_size=2, temporal_patch_size=2, spatial_merge_size=2)
+        audio = dict(num_mel_bins=128, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
+                     output_dim=64)
+        config = transformers.AutoConfig.for_model("qwen2_5_omni_thinker", text_config=text, vision_config=vision,
+                                                   audio_config=audio)
+        return transformers.AutoModelForImageTextToText.from_config(config)
+''')
+
+
+@needs_transformers
+def test_an_error_raised_where_positions_are_made_is_the_positions(tmp_path):
+    """Qwen2.5-Omni's thinker makes its own M-RoPE ids in ``get_rope_index``, which reads a token id
+    its config class never defines: the error persists with the rotary made the identity, but it
+    is raised where positions are made, so the positions are blamed, never "not positional"."""
+    verdicts = _run(tmp_path, "omni_thinker", "-k", "decoding_matches_each_prefix_with_own", source=OMNI)
+    [decode] = _outcomes(verdicts, "MODEL-2")
+    assert decode["state"] == State.UNEXPECTEDLY_FAILING.value and not decode["blame"], decode
+    assert "vision_start_token_id" in decode["message"], decode
+
+
+@needs_transformers
+def test_a_window_that_keeps_its_prefill_keys_does_not_stop_a_far_query():
+    """Unlimited-OCR's ``reference_sliding_attention`` keeps every prompt key and slides over the
+    decoded ones: a query far from the prompt sees it (MODEL-6 is judged, not n/a)."""
+    import transformers
+
+    text = dict(**TINY, max_position_embeddings=4096, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+                moe_intermediate_size=32, model_type="unlimited_ocr_text")
+    vision = dict(sam_config=dict(hidden_size=32, output_channels=32, num_hidden_layers=1, num_attention_heads=2,
+                                  image_size=32, patch_size=4, mlp_dim=64, window_size=4, global_attn_indexes=[0],
+                                  downsample_channels=[32, 32]),
+                  encoder_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                      image_size=32, patch_size=16))
+    config = transformers.AutoConfig.for_model("unlimited_ocr", text_config=text, vision_config=vision)
+    model = transformers.AutoModelForImageTextToText.from_config(config)
+    assert set(config.text_config.layer_types) == {"reference_sliding_attention"}
+    assert sliding_reach(model) is None and wide_layers(model) is None
+
+
+@needs_transformers
+def test_a_parents_word_for_its_layer_does_not_make_attention_or_experts_recurrent():
+    """NemotronH calls every block's layer ``mixer``: only its Mamba-2 mixer keeps a state; its
+    attention, experts and MLP are held at zero by no blame probe."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "nemotron_h", **{**TINY, "num_hidden_layers": 4}, layers_block_type=["linear_attention", "moe",
+                                                                              "full_attention", "mlp"],
+        ssm_state_size=16, mamba_num_heads=4, mamba_head_dim=16, n_groups=1, chunk_size=16, n_routed_experts=4,
+        moe_intermediate_size=32, moe_shared_expert_intermediate_size=32, use_mamba_kernels=False)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    [layer] = attribution.recurrent_layers(model).modules
+    assert layer.endswith("layers.0.mixer (NemotronHMamba2Mixer)"), layer
+
+
+def test_every_key_kept_raises_a_selectors_budget_past_any_sequence():
+    """The probe that tells a choice of keys from the positions: an indexer's ``index_topk``
+    raised, so what it chooses no longer matters; a module without a budget is left alone."""
+    import torch
+
+    class Indexer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.index_topk, self.top_k_scale = 2048, 3
+
+    model = torch.nn.Sequential(Indexer(), Indexer())
+    assert attribution.keep_every_key(model, ["0"]) == ["0.index_topk=2048"]
+    assert model[0].index_topk > 10**9 and model[0].top_k_scale == 3 and model[1].index_topk == 2048
+
+
+GRANITE4_VISION = textwrap.dedent(f'''
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+    def granite4_vision():  # fills the cache it is handed, but makes and returns none of its own
+        text = dict(**{TINY!r}, max_position_embeddings=4096, model_type="granite4_vision_text")
+        vision = dict(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1, patch_size=2,
+                      image_size=8, model_type="clip_vision_model")
+        config = transformers.AutoConfig.for_model(
+            "granite4_vision", text_config=text, vision_config=vision, downsample_rate="1/2",
+            deepstack_layer_map=[[-1, 0]], spatial_vision_layer=-1, spatial_target_layers=[1, 1, 1, 1],
+            image_seq_length=4, qformer_config=dict(num_hidden_layers=1, intermediate_size=64,
+                                                    cross_attention_frequency=1, max_position_embeddings=64,
+                                                    use_qformer_text_input=False))
+        return transformers.AutoModelForImageTextToText.from_config(config)
+''')
+
+
+@needs_transformers
+def test_a_model_that_fills_a_cache_it_never_returns_is_continued_and_its_bare_call_fails(tmp_path):
+    """Granite 4 Vision keeps its keys in a cache handed to it and counts its positions from its
+    length, but returns none to a bare call: chunks with its own positions are judged (they hold);
+    a bare decode cannot continue, a defect of the model that is not positional."""
+    verdicts = _run(tmp_path, "granite4_vision", "-k", "decoding_matches_each_prefix_with_own or "
+                                                      "chunked_prefill_matches_each_prefix_with_own",
+                    source=GRANITE4_VISION)
+    [decode], [chunks] = _outcomes(verdicts, "MODEL-2"), _outcomes(verdicts, "MODEL-3")
+    assert chunks["state"] == State.HOLDS.value, chunks
+    assert decode["state"] == State.UNEXPECTEDLY_FAILING.value and "returns no cache" in decode["message"], decode
+    assert decode["blame"] == "the model, not its positions", decode
+
+
+@needs_transformers
+def test_rope_scaling_in_a_text_config_is_the_models_design():
+    """A vision-language model's rope scaling lives in its text config (Janus's, Mistral Large 3's
+    YaRN): dynamic NTK there rescales past the maximum, a design MODEL-7 declares, as on a plain LM."""
+    import transformers
+
+    from posenc.harness.whole_models.models import traits_of, transformers_designs
+
+    text = dict(**TINY, max_position_embeddings=64, model_type="llama",
+                rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0))
+    vision = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1, patch_size=2,
+                  image_size=8, model_type="clip_vision_model")
+    model = transformers.AutoModelForImageTextToText.from_config(
+        transformers.AutoConfig.for_model("llava", text_config=text, vision_config=vision))
+    traits = traits_of(model)
+    assert traits.rescales_at == 64
+    assert "MODEL-7" in transformers_designs(model, traits)
 
 
 @needs_transformers

@@ -43,6 +43,9 @@ RECURRENT = re.compile(r"mamba|mixer|lightning|linearattention|linear_attn|delta
 RECURRENT_TYPES = re.compile(r"mamba|linear|conv|recurrent|ssm|rnn|delta", re.I)
 #: Module paths of a multimodal model's other towers: no text runs through them.
 TOWER = re.compile(r"(^|\.)(audio|vision|visual|image|speech)[a-z_]*(\.|$)")
+#: Class names of layers that keep no state: a parent's word for its layer (NemotronH names every
+#: block's layer ``mixer``) does not make one of these recurrent.
+STATELESS = re.compile(r"attention|attn|mlp|moe|expert|ffn|feed_?forward", re.I)
 #: Normalisations (``norm_mlstm``): named for the layer they feed, never a layer themselves.
 NORM = re.compile(r"norm", re.I)
 
@@ -138,8 +141,10 @@ def recurrent_layers(model: nn.Module) -> RecurrentLayers:
 def _state_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Layers named recurrent (:data:`RECURRENT`), and convolutions along the sequence outside them
     (an ``nn.Conv1d`` wider than one token, outside another tower: Zaya's CCA projections)."""
+    prefix = _prefix(model)
     named = [(name, module) for name, module in _outermost(model, RECURRENT, CONTAINERS)
-             if not _outermost(module, ROTARY) and not TOWER.search(name)]
+             if not _outermost(module, ROTARY) and not TOWER.search(name)
+             and not (STATELESS.search(_short_name(module, prefix)) and not RECURRENT.search(_short_name(module, prefix)))]
     return named + [(name, module) for name, module in model.named_modules()
                     if isinstance(module, nn.Conv1d) and module.kernel_size[0] > 1 and not TOWER.search(name)
                     and not any(name.startswith(outer + ".") for outer, _ in named)]
@@ -288,6 +293,25 @@ class Selections:
         self._handles.clear()
 
 
+#: A key selector's budget: how many keys it keeps (an indexer's ``index_topk``).
+BUDGET = re.compile(r"^(index_)?top_?k$")
+
+
+def keep_every_key(model: nn.Module, selectors: list[str]) -> list[str]:
+    """Raise the budget of each module named in ``selectors`` (an indexer's ``index_topk``) past any
+    sequence, so it keeps every key: what it chose then no longer matters. The budgets raised,
+    as ``name.attribute=value`` (none where no selector has a budget the probe recognises)."""
+    modules = dict(model.named_modules())
+    raised = []
+    for name in selectors:
+        module = modules.get(name)
+        for attribute, value in list(vars(module).items()) if module is not None else ():
+            if BUDGET.match(attribute) and isinstance(value, int) and not isinstance(value, bool):
+                setattr(module, attribute, 1 << 30)
+                raised.append(f"{name}.{attribute}={value}")
+    return raised
+
+
 #: Names of modules and attributes that may hold position code the probes do not reach.
 POSITION_LIKE = re.compile(r"rotary|rope|posit|pos_emb|embed_pos|wpe|relative|rel_pos|alibi|sinus", re.I)
 
@@ -328,6 +352,24 @@ def raising_method(model: nn.Module, error: BaseException) -> str | None:
         owner = tb.tb_frame.f_locals.get("self")
         if isinstance(owner, nn.Module):
             found = tb.tb_frame.f_code.co_name if owner is model else None
+        tb = tb.tb_next
+    return found
+
+
+def inside_position_code(model: nn.Module, error: BaseException) -> str | None:
+    """Where ``error`` was raised in position code of ``model``: a frame of a module of it that is
+    position code (a rotary, a table) or of a method named for positions (Qwen2.5-Omni's
+    ``get_rope_index``, ``compute_3d_position_ids``), innermost first, as ``Class.method``; None
+    where no such frame ran (an error of the harness's own wrapper has none)."""
+    while error.__context__ is not None and not _frames_in(model, error):
+        error = error.__context__
+    ours = {id(m) for _, m in model.named_modules()}
+    code = {id(m) for _, m, _ in _position_modules(model)}
+    found, tb = None, error.__traceback__
+    while tb is not None:
+        owner, method = tb.tb_frame.f_locals.get("self"), tb.tb_frame.f_code.co_name
+        if isinstance(owner, nn.Module) and id(owner) in ours and (id(owner) in code or POSITION_LIKE.search(method)):
+            found = f"{type(owner).__name__}.{method}"
         tb = tb.tb_next
     return found
 

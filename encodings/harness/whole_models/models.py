@@ -54,6 +54,13 @@ def _logits(out) -> torch.Tensor:
 CACHE_ARGUMENTS = ("cache", "past_key_values", "cache_params", "state", "past_buckets_states")
 
 
+def _module_state(model: nn.Module) -> set[str]:
+    """The tensors a model's modules keep as plain attributes (RecurrentGemma's ``conv1d_state``,
+    ``recurrent_states``: a state kept in its modules), neither parameters nor buffers."""
+    return {f"{name}.{attribute}" for name, module in model.named_modules()
+            for attribute, value in vars(module).items() if isinstance(value, torch.Tensor)}
+
+
 class HFCausalLM(ModelSubject):
     """transformers' causal LM: ``model(input_ids, position_ids=, attention_mask=, cache=, use_cache=True)``."""
 
@@ -71,6 +78,11 @@ class HFCausalLM(ModelSubject):
         self.takes_position_ids = traits.takes_position_ids  # its signature, or passed on by **kwargs
         #: The model returns no cache (its state in its modules): the harness keeps the one it passes.
         self.caller_keeps_cache = False
+        #: Of such a model, whether the cache it is handed grows with its calls (Granite 4 Vision keeps
+        #: its keys there and counts its own positions from its length: it only never returns it), or
+        #: stays empty (RecurrentGemma's state is in its modules). None until known.
+        self.fills_handed_cache = None
+        self._state_before = _module_state(model)  # what its modules keep before any call
         #: Its position table skips its pad token (RoBERTa's ``padding_idx``): it counts its own
         #: positions past its pads, so none are derived for it from the mask.
         self.counts_past_its_pads = any(
@@ -83,7 +95,7 @@ class HFCausalLM(ModelSubject):
         # transformers detects packed documents only without a cache and a mask (a training call)
         packed = cache is None and attention_mask is None and position_ids is not None and self._packed(position_ids)
         arguments = {"input_ids": input_ids, "use_cache": not packed}
-        if position_ids is None and cache is not None and self.caller_keeps_cache:
+        if position_ids is None and cache is not None and self.caller_keeps_cache and not self.fills_handed_cache:
             raise NotInConvention(f"{type(self.model).__name__} returns no cache (its state stays in its modules): "
                                   "only its generate continues a sequence with positions of its own")
         if position_ids is None and self.takes_position_ids and attention_mask is not None \
@@ -125,6 +137,10 @@ class HFCausalLM(ModelSubject):
         out = self.model(**arguments)
         returned = next((r for r in (getattr(out, name, None) for name in (self.cache_argument, *CACHE_ARGUMENTS))
                          if r is not None), None)
+        handed = arguments.get(self.cache_argument) if cache is None else None
+        if handed is not None and self.fills_handed_cache is None and hasattr(handed, "get_seq_length"):
+            self.fills_handed_cache = (int(handed.get_seq_length()) >= arguments["input_ids"].shape[1]
+                                       and _module_state(self.model) == self._state_before)
         if returned is None and arguments["use_cache"]:
             if self.cache_argument in arguments:
                 return out.logits, arguments[self.cache_argument]
@@ -167,7 +183,8 @@ class HFCausalLM(ModelSubject):
                                   logits_processor=LogitsProcessorList([Forced()]), output_logits=True,
                                   return_dict_in_generate=True, pad_token_id=0, eos_token_id=None, **inputs)
         if not torch.equal(out.sequences[:, prompt:], wanted):
-            raise RuntimeError("generate did not follow the forced tokens")
+            raise RuntimeError("generate did not follow the forced tokens: it does not apply the logits_processor it "
+                               "is given (each next token is forced through one)")
         return torch.stack(out.logits, dim=1)
 
 
@@ -266,8 +283,15 @@ def rope_type_of(parameters: dict) -> str:
     return "default" if kind == "dynamic" and parameters.get("alpha") else kind
 
 
+def _rope(config) -> dict:
+    """A config's flat rope parameters: its own, else its text config's (a vision-language model's
+    YaRN or dynamic NTK lives there)."""
+    return rope_parameters(getattr(config, "rope_parameters", None)
+                           or getattr(text_config(config), "rope_parameters", None))
+
+
 def _rope_type(config) -> str:
-    return rope_type_of(rope_parameters(getattr(config, "rope_parameters", None)))
+    return rope_type_of(_rope(config))
 
 
 def rescaling_threshold(kind: str, traits: ModelTraits) -> int | None:
@@ -289,7 +313,8 @@ def transformers_designs(model, traits: ModelTraits) -> dict[str, tuple[str, tup
     config = getattr(model, "config", None)
     if config is None or not is_transformers_model(model):
         return {}
-    return {**designs_reached(_rope_type(config), traits), **configured_designs(config.to_dict(), traits)}
+    return {**designs_reached(_rope_type(config), traits),
+            **configured_designs({**text_config(config).to_dict(), "model_type": config.model_type}, traits)}
 
 
 def _configured_vocabulary(model: nn.Module, config, text, width: int | None) -> int:
@@ -348,7 +373,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["max_position"] = next((int(getattr(c, a)) for c in (config, text) for a in (  # XLNet's -1: none
             "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
             if (getattr(c, a, None) or 0) > 0), None)
-        rope = rope_parameters(getattr(config, "rope_parameters", None))
+        rope = _rope(config)
         if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
@@ -394,6 +419,13 @@ def _attends(kind) -> bool:
     return isinstance(kind, str) and "attention" in kind and "linear" not in kind
 
 
+def _slides(kind) -> bool:
+    """A config layer type that slides a window over every key. Unlimited-OCR's
+    ``reference_sliding_attention`` (R-SWA) keeps every prefill key and slides over the decoded ones
+    alone: a query far from a prompt's keys still sees them, as a layer that attends every key."""
+    return isinstance(kind, str) and "sliding" in kind and "reference" not in kind
+
+
 def _windows(model: nn.Module) -> tuple[int, list | None] | None:
     """``(sliding_window, layer_types)`` of a transformers model that slides a window (``layer_types``
     None where the config lists none: every layer slides); None where none does."""
@@ -417,7 +449,7 @@ def sliding_reach(model: nn.Module) -> int | None:
         return None
     window, kinds = found
     attention = [kind for kind in kinds or () if _attends(kind)]
-    return window if kinds is None or (attention and all("sliding" in kind for kind in attention)) else None
+    return window if kinds is None or (attention and all(_slides(kind) for kind in attention)) else None
 
 
 def wide_layers(model: nn.Module) -> list[str] | None:
@@ -427,7 +459,7 @@ def wide_layers(model: nn.Module) -> list[str] | None:
     kinds = found[1] if found else None
     if not kinds or not all(_attends(kind) for kind in kinds):
         return None
-    wide = sorted({kind for kind in kinds if "sliding" not in kind})
+    wide = sorted({kind for kind in kinds if not _slides(kind)})
     return wide if wide and len(wide) < len(set(kinds)) else None
 
 
