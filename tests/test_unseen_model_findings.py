@@ -289,3 +289,70 @@ def test_blt_cannot_be_called_with_its_default_cache():
         assert model(ids, use_cache=False).logits.shape == (1, 16, 260)
         with pytest.raises(AttributeError, match="num_hidden_layers"):
             model(ids)
+
+
+def _vlm(kind: str, text: dict, **others):
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(kind, text_config=text, **others)
+    return transformers.AutoModelForImageTextToText.from_config(config).eval()
+
+
+TEXT = dict(COMMON, vocab_size=256, head_dim=16, max_position_embeddings=4096)
+
+
+def test_janus_generate_drops_the_logits_processor_it_is_given():
+    """Janus's text ``generate`` takes ``logits_processor`` by name and never passes it on: a
+    processor forcing each next token is called 0 times; through GenerationMixin, every step."""
+    from transformers import LogitsProcessor, LogitsProcessorList
+    from transformers.generation.utils import GenerationMixin
+
+    model = _vlm("janus", dict(TEXT, model_type="llama"),
+                 vision_config=dict(depth=1, projection_dim=64, mlp_ratio=2.0, hidden_size=32, intermediate_size=64,
+                                    num_attention_heads=2, num_hidden_layers=1, patch_size=2, image_size=8),
+                 vq_config=dict(embed_dim=8, num_embeddings=32, latent_channels=32, base_channels=32,
+                                channel_multiplier=[1, 1], num_res_blocks=1, projection_dim=64,
+                                image_token_embed_dim=64, num_hidden_layers=1))
+
+    class Counted(LogitsProcessor):
+        calls = 0
+
+        def __call__(self, ids, scores):
+            Counted.calls += 1
+            return scores
+
+    ids = _ids(4)
+    options = dict(attention_mask=torch.ones_like(ids), max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                   pad_token_id=0, eos_token_id=None, logits_processor=LogitsProcessorList([Counted()]))
+    model.generate(ids, **options)
+    assert Counted.calls == 0
+    GenerationMixin.generate(model, ids, **options)
+    assert Counted.calls == 3
+
+
+def test_granite4_vision_returns_no_cache_to_a_bare_call():
+    """Granite 4 Vision fills a cache it is handed, but makes none: ``model(ids, use_cache=True)``
+    returns no cache, so a bare next step starts over (7 from a fresh pass here), while the same
+    step with the cache handed in matches it."""
+    model = _vlm("granite4_vision", dict(TEXT, model_type="granite4_vision_text"),
+                 vision_config=dict(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1,
+                                    patch_size=2, image_size=8, model_type="clip_vision_model"),
+                 downsample_rate="1/2", deepstack_layer_map=[[-1, 0]], spatial_vision_layer=-1,
+                 spatial_target_layers=[1, 1, 1, 1], image_seq_length=4,
+                 qformer_config=dict(num_hidden_layers=1, intermediate_size=64, cross_attention_frequency=1,
+                                     max_position_embeddings=64, use_qformer_text_input=False))
+    from transformers import DynamicCache
+
+    ids = _ids(9)
+    with torch.no_grad():
+        fresh = model(input_ids=ids).logits[:, -1]
+        out = model(input_ids=ids[:, :8], use_cache=True)
+        assert _cache(out) is None
+        bare = model(input_ids=ids[:, 8:]).logits[:, -1]
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :8], use_cache=True, past_key_values=cache)
+        handed = model(input_ids=ids[:, 8:], past_key_values=cache, use_cache=True).logits[:, -1]
+    assert float((bare - fresh).abs().max()) > 1.0
+    assert float((handed - fresh).abs().max()) < 1e-4
