@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import torch
 
 from posenc.harness.catalogue.states import State
 from posenc.harness.whole_models import attribution
@@ -337,6 +338,32 @@ def test_rope_scaling_in_a_text_config_is_the_models_design():
 
 
 @needs_transformers
+def test_layers_and_position_code_outside_the_text_part_are_another_towers():
+    """Granite Speech's encoder sits at ``model.encoder`` (its convolutions are no state of the
+    text); Music Flamingo's audio rotary at ``model.pos_emb``, and its top-level maximum and rope
+    parameters are its audio's: the text part (``language_model``) and its config decide."""
+    import transformers
+
+    from posenc.harness.whole_models.models import traits_of
+
+    text = dict(**TINY, max_position_embeddings=4096)
+    small = dict(num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2, d_model=32,
+                 encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64, num_key_value_heads=2)
+    speech = transformers.GraniteSpeechForConditionalGeneration(transformers.AutoConfig.for_model(
+        "granite_speech", text_config=dict(text, model_type="granite"), encoder_config=small,
+        projector_config=small))
+    assert any(n.startswith("model.encoder.") for n, m in speech.named_modules()
+               if isinstance(m, torch.nn.Conv1d) and m.kernel_size[0] > 1)
+    assert not attribution.recurrent_layers(speech)
+    music = transformers.MusicFlamingoForConditionalGeneration(transformers.AutoConfig.for_model(
+        "musicflamingo", text_config=dict(text, model_type="qwen2"),
+        audio_config=dict(small, model_type="audioflamingo3_encoder")))
+    assert music.config.max_position_embeddings != 4096
+    assert traits_of(music).max_position == 4096
+    assert attribution.position_code(music) == ["model.language_model.rotary_emb (Qwen2RotaryEmbedding)"]
+
+
+@needs_transformers
 def test_the_vocabulary_is_the_one_the_model_answers_over():
     from posenc.harness.whole_models.models import traits_of
 
@@ -381,7 +408,8 @@ def test_logits_wider_than_the_judged_columns_keep_the_contract_whole_and_the_re
     from specs.test_models import JUDGED_COLUMNS
 
     assert JUDGED_COLUMNS < 9000
-    verdicts = _run(tmp_path, "llama_wide", "-k", "answers_logits_of_its_shape or decoding_matches_each_prefix", source=WIDE)
+    verdicts = _run(tmp_path, "llama_wide", "-k", "answers_logits_of_its_shape or decoding_matches_each_prefix",
+                    source=WIDE)
     cells = _cells(verdicts, "model_llama_wide")
     assert (cells["contract"], cells["MODEL-2"]) == (State.HOLDS, State.HOLDS), verdicts["outcomes"]
 

@@ -46,6 +46,8 @@ TOWER = re.compile(r"(^|\.)(audio|vision|visual|image|speech)[a-z_]*(\.|$)")
 #: Class names of layers that keep no state: a parent's word for its layer (NemotronH names every
 #: block's layer ``mixer``) does not make one of these recurrent.
 STATELESS = re.compile(r"attention|attn|mlp|moe|expert|ffn|feed_?forward", re.I)
+#: The text's own part of a multimodal model (``model.language_model``): outside it, another tower.
+TEXT_PART = re.compile(r"(^|\.)(language_model|text_model)$")
 #: Normalisations (``norm_mlstm``): named for the layer they feed, never a layer themselves.
 NORM = re.compile(r"norm", re.I)
 
@@ -104,6 +106,16 @@ class RecurrentLayers:
         return "; ".join(parts)
 
 
+def other_tower(model: nn.Module, name: str) -> bool:
+    """Whether the module ``name`` of ``model`` belongs to a tower the text never runs through: named
+    so (:data:`TOWER`), or, where the model has a text part (:data:`TEXT_PART`), layers and
+    position code outside it (Granite Speech's ``model.encoder``, Music Flamingo's ``model.pos_emb``)."""
+    if TOWER.search(name):
+        return True
+    part = next((n for n, _ in model.named_modules() if TEXT_PART.search(n)), None)
+    return part is not None and not (name == part or name.startswith(part + "."))
+
+
 def text_config(config):
     """A config's text part (a multimodal model's ``text_config``), or the config itself."""
     return config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -142,11 +154,12 @@ def _state_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Layers named recurrent (:data:`RECURRENT`), and convolutions along the sequence outside them
     (an ``nn.Conv1d`` wider than one token, outside another tower: Zaya's CCA projections)."""
     prefix = _prefix(model)
+    stateless = lambda module: (STATELESS.search(_short_name(module, prefix))  # noqa: E731
+                                and not RECURRENT.search(_short_name(module, prefix)))
     named = [(name, module) for name, module in _outermost(model, RECURRENT, CONTAINERS)
-             if not _outermost(module, ROTARY) and not TOWER.search(name)
-             and not (STATELESS.search(_short_name(module, prefix)) and not RECURRENT.search(_short_name(module, prefix)))]
+             if not _outermost(module, ROTARY) and not other_tower(model, name) and not stateless(module)]
     return named + [(name, module) for name, module in model.named_modules()
-                    if isinstance(module, nn.Conv1d) and module.kernel_size[0] > 1 and not TOWER.search(name)
+                    if isinstance(module, nn.Conv1d) and module.kernel_size[0] > 1 and not other_tower(model, name)
                     and not any(name.startswith(outer + ".") for outer, _ in named)]
 
 
@@ -183,14 +196,14 @@ def _position_modules(model: nn.Module) -> list[tuple[str, nn.Module, object]]:
     found += [(f"{name} ({type(module).__name__})", module, _zeros) for name, module in model.named_modules()
               if id(module) not in tables and "Sinusoid" in type(module).__name__
               and not ROTARY.search(type(module).__name__) and not _outermost(module, ROTARY)]
-    return [(label, module, hook) for label, module, hook in found if not TOWER.search(label.split(" ", 1)[0])]
+    return [(label, module, hook) for label, module, hook in found if not other_tower(model, label.split(" ", 1)[0])]
 
 
 def named_like_position_code(model: nn.Module) -> list[str]:
     """Modules of the text (no other tower's) named like position code, reached by the probes or
     not (Inkling 2's ``relative_position_bias``, by cache slot, is not)."""
     return [name for name, _ in model.named_modules()
-            if POSITION_LIKE.search(name.rsplit(".", 1)[-1]) and not TOWER.search(name)]
+            if POSITION_LIKE.search(name.rsplit(".", 1)[-1]) and not other_tower(model, name)]
 
 
 def position_code(model: nn.Module) -> list[str]:

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attribution import POSITION_TABLES, TOWER, text_config  # TOWER: another tower's tables read no text positions
+# another tower's tables read no text positions
+from .attribution import POSITION_TABLES, TOWER, other_tower, text_config
 from .model_subject import ModelSubject, NotInConvention  # noqa: F401  (specs and adapters import them here)
 from ..catalogue.records import ModelTraits
 from .torchtune_lm import TorchtuneLM, is_torchtune_model, torchtune_traits
@@ -284,10 +285,10 @@ def rope_type_of(parameters: dict) -> str:
 
 
 def _rope(config) -> dict:
-    """A config's flat rope parameters: its own, else its text config's (a vision-language model's
-    YaRN or dynamic NTK lives there)."""
-    return rope_parameters(getattr(config, "rope_parameters", None)
-                           or getattr(text_config(config), "rope_parameters", None))
+    """A config's flat rope parameters: its text config's (a vision-language model's YaRN or dynamic
+    NTK lives there; Music Flamingo's top level holds its audio's), else its own."""
+    return rope_parameters(getattr(text_config(config), "rope_parameters", None)
+                           or getattr(config, "rope_parameters", None))
 
 
 def _rope_type(config) -> str:
@@ -370,7 +371,7 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["vocab_size"] = _configured_vocabulary(model, config, text, width)
         if width and width != found["vocab_size"]:
             found["logits_width"] = width
-        found["max_position"] = next((int(getattr(c, a)) for c in (config, text) for a in (  # XLNet's -1: none
+        found["max_position"] = next((int(getattr(c, a)) for c in (text, config) for a in (  # XLNet's -1: none
             "max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
             if (getattr(c, a, None) or 0) > 0), None)
         rope = _rope(config)
@@ -384,8 +385,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES and not _rotary_table(model)
         alibi = getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", False) \
             or type(model).__name__.startswith("Bloom")
-        absolute = any(_absolute_table(n, m) for n, m in model.named_modules()) or any(
-            n.endswith("pos_encoding") for n, _ in model.named_buffers())  # CTRL keeps its sinusoid as a buffer
+        absolute = any(_absolute_table(n, m) and not other_tower(model, n) for n, m in model.named_modules()) \
+            or any(n.endswith("pos_encoding") for n, _ in model.named_buffers())  # CTRL keeps its sinusoid as a buffer
         if getattr(config, "rotary_value", None) is not None:  # RoFormer: its sinusoidal table feeds a rotary
             absolute = False
         found["positions"] = "alibi" if alibi else "absolute" if absolute else "relative"
@@ -519,7 +520,7 @@ def reads_packed_positions(model: nn.Module) -> bool:
 def _computed_sinusoids(model: nn.Module) -> bool:
     """Its absolute positions are sinusoids computed for any position (XGLM's, TrOCR's grow with the
     call), not a table of fixed rows: no parameters, and no buffer of the model's (CTRL's)."""
-    tables = [m for n, m in model.named_modules() if _absolute_table(n, m)]
+    tables = [m for n, m in model.named_modules() if _absolute_table(n, m) and not other_tower(model, n)]
     return bool(tables) and all("Sinusoid" in type(m).__name__ and not list(m.parameters()) for m in tables) \
         and not any(n.endswith("pos_encoding") for n, _ in model.named_buffers())
 
