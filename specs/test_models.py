@@ -751,7 +751,7 @@ def _decode(record, device, regime, short=False):
     decode = _plan(fresh, short)
     where = {"plan": "short"} if decode is plan.SHORT and decode != plan.decode_plan(fresh.traits) else {}
     ids = _ids(1, decode.length, record, seed=1, device=device)
-    decoded, broken = {}, None
+    decoded, broken, excluded = {}, None, None
     for way in (_own_paths(model) if regime == OWN else (None,)):
         if _FOCUS.get("path", way) != way:  # a probe of blame reruns the path that failed
             continue
@@ -763,15 +763,16 @@ def _decode(record, device, regime, short=False):
             else:
                 used = fresh()
                 decoded[way] = _stepped(used, ids, decode.prefill, place, regime, way, device)
-        except Excluded:
-            if way is None or way == GENERATE:
+        except Excluded as reason:  # a way the model does not take (a generate that needs another package)
+            if way is None:
                 raise
+            excluded = excluded or reason
         except ClaimViolation as violation:  # a path that raises: the others are judged before it is told
             if way is None:
                 raise
             broken = broken or violation
     if not decoded:
-        raise broken
+        raise broken or excluded or Excluded("no way of decoding with the model's own positions ran")
     longest = max(len(at) for _, at in decoded.values())
     wanted = range(decode.prefill - 1, decode.prefill - 1 + longest)
     if _FOCUS.get("sequence") == "new":  # a probe of blame of the new sequence: no decode judged
@@ -933,8 +934,11 @@ def _prompt_then_decode(model, ids, mask, prompt: int, regime, what):
     if prompt >= ids.shape[1]:  # a model whose cache the harness cannot continue: the prompt alone
         return logits
     if regime == OWN:
-        decoded = _generate(model, ids, mask, prompt, f"{REGIMES[regime]}, {what}: decoding")
-        return torch.cat((logits[:, :-1], decoded), dim=1)
+        try:
+            decoded = _generate(model, ids, mask, prompt, f"{REGIMES[regime]}, {what}: decoding")
+            return torch.cat((logits[:, :-1], decoded), dim=1)
+        except Excluded:  # no generate to decode with: forward calls with the mask, as generate would make
+            pass
     steps = [logits]
     for j in range(prompt, ids.shape[1] - 1):
         step, cache = _forward(model, ids[:, j : j + 1], place(positions[:, j : j + 1]), mask[:, : j + 1], cache,
@@ -1177,8 +1181,10 @@ def test_bf16_keeps_position_information_past_2048(record, device):
                        "positions")
     for how, noise in noises.items():
         if not moved >= 2 * DRIFT * noise:
+            none = "" if attribution.position_code(_inner(fresh.pristine)) else (
+                ": the model has no rotary module, position table or relative bias (NoPE, or positions of its own)")
             s.undecided(f"no teeth for {how}: a query one position further, far from its keys, moves the logits by "
-                        f"{moved:.2e}, under {2 * DRIFT} times bf16's own distance ({noise:.2e})")
+                        f"{moved:.2e}, under {2 * DRIFT} times bf16's own distance ({noise:.2e}){none}")
 
 
 def _with_choices_held(fresh, exact_query, make, query, ids, position, exact):

@@ -363,6 +363,74 @@ def test_layers_and_position_code_outside_the_text_part_are_another_towers():
     assert attribution.position_code(music) == ["model.language_model.rotary_emb (Qwen2RotaryEmbedding)"]
 
 
+def _llama_like(**config):
+    """A tiny Llama, its class changed by ``config``'s test (a forward of ``**kwargs``, an idle tower)."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    return transformers.LlamaConfig(**TINY, max_position_embeddings=64, **config)
+
+
+@needs_transformers
+def test_what_a_forward_passes_on_by_kwargs_and_a_tower_that_never_runs_are_read_from_calls():
+    """VibeVoice passes its mask on by ``**kwargs`` (MODEL-4 is judged); Kyutai's ``codec_model``
+    never runs on text (its convolutions are no state, its rotary no text position code); BLIP-2
+    cannot be called with ids alone, which says nothing of what it takes (its contract blocks)."""
+    import transformers
+
+    from posenc.harness.whole_models.models import traits_of
+
+    class PassesOn(transformers.LlamaForCausalLM):
+        def forward(self, input_ids=None, **kwargs):
+            return super().forward(input_ids=input_ids, **kwargs)
+
+    class WithCodec(transformers.LlamaForCausalLM):
+        def __init__(self, config):
+            super().__init__(config)
+            self.codec_model = torch.nn.ModuleDict(dict(conv=torch.nn.Conv1d(4, 4, 3),
+                                                        rotary_emb=transformers.models.llama.modeling_llama
+                                                        .LlamaRotaryEmbedding(config)))
+
+    class NeedsPixels(transformers.LlamaForCausalLM):
+        def forward(self, input_ids, pixel_values, **kwargs):
+            return super().forward(input_ids=input_ids, **kwargs)
+
+    assert traits_of(PassesOn(_llama_like())).takes_attention_mask
+    codec = WithCodec(_llama_like())
+    assert not attribution.recurrent_layers(codec)
+    assert attribution.position_code(codec) == ["model.rotary_emb (LlamaRotaryEmbedding)"]
+    assert traits_of(NeedsPixels(_llama_like())).takes_position_ids
+
+
+@needs_transformers
+def test_a_window_the_config_declares_and_the_mask_never_applies_is_no_window():
+    """Kyutai declares a sliding window its mask never applies: the first attention layer's last
+    output reads the first token; MODEL-6 is judged. A window applied (Mistral's) still bounds it."""
+    import transformers
+
+    declared = transformers.LlamaForCausalLM(_llama_like(sliding_window=8))
+    applied = transformers.MistralForCausalLM(transformers.MistralConfig(**TINY, sliding_window=8))
+    assert declared.config.sliding_window == 8 and sliding_reach(declared) is None
+    assert sliding_reach(applied) == 8
+
+
+@needs_transformers
+def test_a_generate_that_needs_another_package_is_no_way_of_the_models_own():
+    """VibeVoice's generate needs diffusers: its own positions are judged through forward calls."""
+    import transformers
+
+    from posenc.harness.whole_models.models import HFCausalLM, NotInConvention, traits_of
+
+    class SpeechGenerator(transformers.LlamaForCausalLM):
+        def generate(self, *args, **kwargs):
+            raise ImportError("this generator requires the diffusers library")
+
+    model = SpeechGenerator(_llama_like()).eval()
+    ids = torch.arange(3, 9)[None]
+    with pytest.raises(NotInConvention, match="diffusers"):
+        HFCausalLM(model, traits_of(model)).generate(ids, torch.ones_like(ids), 4)
+
+
 @needs_transformers
 def test_the_vocabulary_is_the_one_the_model_answers_over():
     from posenc.harness.whole_models.models import traits_of

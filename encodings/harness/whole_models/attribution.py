@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import re
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -106,14 +107,45 @@ class RecurrentLayers:
         return "; ".join(parts)
 
 
+_RAN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _run_on_text(model: nn.Module) -> frozenset[str] | None:
+    """The modules of a transformers model that run on a call with text alone (four tokens, on a
+    copy), cached per model; None where it cannot be so called (it needs pixels, say)."""
+    if model not in _RAN:
+        ran: set[str] = set()
+        probe = copy.deepcopy(model)
+        names = {id(m): n for n, m in probe.named_modules()}
+        handles = [m.register_forward_pre_hook(lambda m, a: ran.add(names[id(m)])) for m in probe.modules()]
+        try:
+            with torch.no_grad():
+                probe(input_ids=torch.arange(3, 7, device=next(probe.parameters()).device)[None])
+            _RAN[model] = frozenset(ran)
+        except Exception:  # noqa: BLE001 - a model that needs more than text shows nothing
+            _RAN[model] = None
+        finally:
+            for handle in handles:
+                handle.remove()
+    return _RAN[model]
+
+
 def other_tower(model: nn.Module, name: str) -> bool:
     """Whether the module ``name`` of ``model`` belongs to a tower the text never runs through: named
-    so (:data:`TOWER`), or, where the model has a text part (:data:`TEXT_PART`), layers and
-    position code outside it (Granite Speech's ``model.encoder``, Music Flamingo's ``model.pos_emb``)."""
+    so (:data:`TOWER`); outside the model's text part (:data:`TEXT_PART`: Granite Speech's
+    ``model.encoder``, Music Flamingo's ``model.pos_emb``); or, in a transformers model, idle on a
+    call with text alone (Kyutai's ``codec_model``, VibeVoice's speech tokenizers)."""
     if TOWER.search(name):
         return True
     part = next((n for n, _ in model.named_modules() if TEXT_PART.search(n)), None)
-    return part is not None and not (name == part or name.startswith(part + "."))
+    if part is not None and not (name == part or name.startswith(part + ".")):
+        return True
+    ran = _run_on_text(model) if hasattr(model, "config") and hasattr(model, "generate") else None
+    if ran is None or name in ran:
+        return False
+    parts = name.split(".")  # the outermost module on its path that did not run: a tower if it holds layers
+    idle = next(".".join(parts[:k]) for k in range(1, len(parts) + 1) if ".".join(parts[:k]) not in ran)
+    return any(True for _ in model.get_submodule(idle).children())  # a leaf read by attribute is no tower
 
 
 def text_config(config):

@@ -179,10 +179,13 @@ class HFCausalLM(ModelSubject):
                 return forced.scatter(1, wanted[:, ids.shape[1] - prompt : ids.shape[1] - prompt + 1], 0.0)
 
         steps = input_ids.shape[1] - prompt
-        out = self.model.generate(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt],
-                                  max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
-                                  logits_processor=LogitsProcessorList([Forced()]), output_logits=True,
-                                  return_dict_in_generate=True, pad_token_id=0, eos_token_id=None, **inputs)
+        try:
+            out = self.model.generate(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt],
+                                      max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                      logits_processor=LogitsProcessorList([Forced()]), output_logits=True,
+                                      return_dict_in_generate=True, pad_token_id=0, eos_token_id=None, **inputs)
+        except ImportError as missing:  # a speech generator's (VibeVoice's needs diffusers)
+            raise NotInConvention(f"its generate needs what is not installed: {missing}") from None
         if not torch.equal(out.sequences[:, prompt:], wanted):
             raise RuntimeError("generate did not follow the forced tokens: it does not apply the logits_processor it "
                                "is given (each next token is forced through one)")
@@ -379,7 +382,8 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
         found["takes_position_ids"] = "position_ids" in takes or _passes_position_ids(model, takes, found["vocab_size"])
-        found["takes_attention_mask"] = "attention_mask" in takes  # xLSTM's forward takes none: no padding
+        found["takes_attention_mask"] = "attention_mask" in takes or _passes_attention_mask(  # xLSTM's: none
+            model, takes, found["vocab_size"])
         # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
         # RoFormer's rotary reads a sinusoid nn.Embedding of max_position_embeddings rows: no extrapolation either.
         found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES and not _rotary_table(model)
@@ -450,7 +454,56 @@ def sliding_reach(model: nn.Module) -> int | None:
         return None
     window, kinds = found
     attention = [kind for kind in kinds or () if _attends(kind)]
-    return window if kinds is None or (attention and all(_slides(kind) for kind in attention)) else None
+    if not (kinds is None or (attention and all(_slides(kind) for kind in attention))):
+        return None
+    return window if _slides_in_fact(model, window) else None
+
+
+#: Windows up to this many keys are checked in one call before a model is taken to slide them.
+CHECKED_WINDOW = 8192
+
+
+class _FirstAttention(Exception):
+    """Raised from the first attention layer's hook once its output is read: the call stops there."""
+
+
+def _slides_in_fact(model: nn.Module, window: int) -> bool:
+    """Whether the first attention layer, on ``window + 1`` tokens, gives the last an output blind
+    to the first token, as a window of ``window`` keys makes it (Kyutai's config declares a window
+    its mask never applies). Only that layer runs (the call stops there); a window too long to
+    check, or a model that cannot be so called, is taken at its config's word."""
+    if window > CHECKED_WINDOW:
+        return True
+    vocab = _output_width(model) or 256
+    ids = (torch.arange(window + 1) % max(vocab - 3, 1) + 3)[None].to(next(model.parameters()).device)
+    other = ids.clone()
+    other[0, 0] = 3 + (int(other[0, 0]) - 2) % max(vocab - 3, 1)
+    probe = copy.deepcopy(model).eval()
+    layers = [m for n, m in probe.named_modules() if "Attention" in type(m).__name__ and not TOWER.search(n)
+              and not other_tower(probe, n)]
+    outputs = []
+
+    def stop(module, args, output):
+        first = output[0] if isinstance(output, (tuple, list)) else output
+        outputs.append(first[:, -1].double())
+        raise _FirstAttention
+
+    handles = [m.register_forward_hook(stop) for m in layers]
+    try:
+        for row in (ids, other):
+            try:
+                with torch.no_grad():
+                    probe(input_ids=row)
+            except _FirstAttention:
+                pass
+    except Exception:  # noqa: BLE001 - a model that cannot be so called: its config's word
+        return True
+    finally:
+        for handle in handles:
+            handle.remove()
+    if len(outputs) != 2:
+        return True
+    return float((outputs[0] - outputs[1]).abs().max()) <= 1e-6 * max(1.0, float(outputs[0].abs().max()))
 
 
 def wide_layers(model: nn.Module) -> list[str] | None:
@@ -543,9 +596,37 @@ def _passes_position_ids(model: nn.Module, parameters, vocab: int) -> bool:
     try:
         with torch.no_grad():
             moved = (_logits(probe(ids, position_ids=near)) - _logits(probe(ids, position_ids=far))).abs().max()
-    except Exception:  # noqa: BLE001 - it takes none
-        return False
+    except Exception:  # noqa: BLE001 - it takes none, or cannot be called with ids alone
+        return not _answers_ids(probe, ids)
     return bool(moved > 1e-6)
+
+
+def _answers_ids(model: nn.Module, ids: torch.Tensor) -> bool:
+    """Whether ``model(ids)`` answers: a model that cannot be called with ids alone (BLIP-2 needs
+    pixels) says nothing of what it takes, and its contract blocks every relation, naming why."""
+    try:
+        with torch.no_grad():
+            model(ids)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _passes_attention_mask(model: nn.Module, parameters, vocab: int) -> bool:
+    """Whether a forward that names no ``attention_mask`` passes one on through ``**kwargs`` to a
+    language model that reads it (VibeVoice's): the first token masked out moves the last logits,
+    on a copy of the model."""
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return False
+    probe = copy.deepcopy(model).eval()
+    ids = (torch.arange(8) % max(vocab - 3, 1) + 3)[None]
+    ones, masked = torch.ones(1, 8, dtype=torch.long), torch.tensor([[0] + [1] * 7])
+    try:
+        with torch.no_grad():
+            moved = (_logits(probe(ids, attention_mask=ones)) - _logits(probe(ids, attention_mask=masked)))[:, -1]
+    except Exception:  # noqa: BLE001 - it takes none, or cannot be called with ids alone
+        return not _answers_ids(probe, ids)
+    return bool(moved.abs().max() > 1e-6)
 
 
 def _absolute_table(name: str, module: nn.Module) -> bool:
