@@ -431,6 +431,63 @@ def test_a_generate_that_needs_another_package_is_no_way_of_the_models_own():
         HFCausalLM(model, traits_of(model)).generate(ids, torch.ones_like(ids), 4)
 
 
+SEQ2SEQ = textwrap.dedent('''
+    import torch
+    import transformers
+    from torch import nn
+    from transformers.models.t5 import modeling_t5
+
+    transformers.logging.set_verbosity_error()
+    T5 = dict(vocab_size=128, d_model=64, d_ff=128, d_kv=16, num_layers=2, num_decoder_layers=2, num_heads=4,
+              pad_token_id=0, initializer_factor=1.0)
+
+    def t5():  # an encoder-decoder, as a user tries it
+        return transformers.AutoModelForSeq2SeqLM.from_config(transformers.T5Config(**T5))
+
+    class T5Decoder(nn.Module):  # the decoder judged as a causal LM, under a fixed source
+        vocab_size = 128
+
+        def __init__(self, noisy_steps=False):
+            super().__init__()
+            torch.manual_seed(0)
+            self.model, self.noisy_steps = transformers.T5ForConditionalGeneration(transformers.T5Config(**T5)), noisy_steps
+
+        def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None):
+            source = torch.tensor([[17, 42, 99, 1]], device=input_ids.device).expand(input_ids.shape[0], 4)
+            out = self.model(input_ids=source, decoder_input_ids=input_ids, decoder_attention_mask=attention_mask,
+                             past_key_values=cache, use_cache=True)
+            logits = out.logits + (0.5 if self.noisy_steps and cache is not None else 0.0)  # not positional
+            return logits, out.past_key_values
+
+    MODEL_TRAITS = {"takes_position_ids": False, "positions": "relative"}
+
+    def noisy_steps():
+        return T5Decoder(noisy_steps=True)
+''')
+
+
+@needs_transformers
+def test_an_encoder_decoder_is_blocked_saying_so(tmp_path):
+    """T5 needs decoder_input_ids: its contract blocks every relation, naming the encoder-decoder,
+    not the error its decoder raises about input_ids."""
+    verdicts = _run(tmp_path, "t5", "-k", "answers_logits_of_its_shape or decoding_matches_each_prefix_with_given",
+                    source=SEQ2SEQ)
+    [contract] = _outcomes(verdicts, "contract")
+    assert "encoder-decoder" in contract["message"] and "decoder_input_ids" in contract["message"], contract
+    assert _cells(verdicts, "model_t5")["MODEL-2"] == State.BLOCKED
+
+
+@needs_transformers
+def test_a_model_without_position_ids_is_blamed_with_its_position_code_zeroed(tmp_path):
+    """T5's decoder takes no position ids (its relative buckets count its cache): no moved id can
+    show its bias neutral, but a zeroed bias is; a decode step shifted by something that is no
+    position persists without it, and is not positional."""
+    verdicts = _run(tmp_path, "noisy_steps", "-k", "decoding_matches_each_prefix_with_own", source=SEQ2SEQ)
+    [decode] = _outcomes(verdicts, "MODEL-2")
+    assert decode["state"] == State.UNEXPECTEDLY_FAILING.value, decode
+    assert decode["blame"] == "the model, not its positions", decode
+
+
 @needs_transformers
 def test_the_vocabulary_is_the_one_the_model_answers_over():
     from posenc.harness.whole_models.models import traits_of

@@ -277,6 +277,9 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             try:
                 logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
             except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
+                both = encoder_decoder(model)
+                if both:
+                    return f"{record.name} cannot be called with input ids alone: {both}", None
                 return (f"{record.name} cannot be called: input ids {(rows, n)} raised {type(error).__name__} "
                         f"({_one_line(error)})"), None
             problem = _logits_shape_problem(record.name, logits, ids[:, :n], traits.logits_width or vocab,
@@ -313,3 +316,13 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             return problem, None
     except Exception:  # noqa: BLE001 - a crash is the specs' to report, cell by cell
         return None, None
+
+
+def encoder_decoder(subject) -> str | None:
+    """Why a model in an adapter (or bare) is no causal LM the model relations can call: an
+    encoder-decoder (``config.is_encoder_decoder``), whose forward needs ``decoder_input_ids``."""
+    inner = getattr(subject, "model", subject)
+    if not getattr(getattr(inner, "config", None), "is_encoder_decoder", False):
+        return None
+    return (f"{type(inner).__name__} is an encoder-decoder (config.is_encoder_decoder), whose forward needs "
+            "decoder_input_ids; --model judges a causal LM: hand it the decoder under a fixed source")
