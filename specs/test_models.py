@@ -416,8 +416,10 @@ def _blame(relation, record, device, regime, violation):
                        angles=angles)
         if not isinstance(again, ClaimViolation):
             return
-        if ": raised " in _summary(again) and _raised_in_position_code(relation, record, device, regime, again):
-            return  # raised where positions are made (an M-RoPE index builder): no probe neutralises that
+        made = ": raised " in _summary(again) and _raised_in_position_code(relation, record, device, regime, again)
+        if made:  # raised where positions are made (an M-RoPE index builder): no probe neutralises that
+            details = {k: v for k, v in violation.details.items() if k != "reproducer"}
+            s.violated(f"{_summary(violation)} (the positions': {made})", **details)
         evidence = {"with the positions neutralised": f"{', '.join(reached)} made the identity, the violation "
                                                       f"persists: {_summary(again)}"}
         probe = "it persists with the position code neutralised"
@@ -495,10 +497,13 @@ def _key_selectors(fresh, record, device) -> list[str]:
 def _raised_in_position_code(relation, record, device, regime, violation) -> str | None:
     """Where a violation that is an error was raised in the model's position code (a method that
     makes positions, a rotary), rerun to read its traceback; None where it was raised elsewhere."""
-    copies = []
-    again = _rerun(relation, record, device, regime, copies.append, violation.details)
+    copies, shapes = [], attribution.PositionShapes()
+    again = _rerun(relation, record, device, regime, lambda model: (copies.append(model), shapes.record(model)),
+                   violation.details)
     if not isinstance(again, ClaimViolation) or ": raised " not in _summary(again):
         return None
+    if shapes.misshapen:  # positions of another length than the tokens: raised further on, but theirs
+        return shapes.misshapen[0]
     return next((found for model in reversed(copies) if (found := attribution.inside_position_code(model, again))),
                 None)
 

@@ -211,7 +211,7 @@ OMNI = textwrap.dedent(f'''
 
     transformers.logging.set_verbosity_error()
 
-    def omni_thinker():  # its config class defines no vision_start_token_id, which its M-RoPE index reads
+    def omni_thinker(**tokens):  # its config class defines no vision_start_token_id, which its M-RoPE index reads
         text = dict(**{TINY!r}, max_position_embeddings=4096, model_type="qwen2_5_omni_text",
                     rope_parameters=dict(rope_type="default", rope_theta=1e6, mrope_section=[2, 3, 3]))
         vision = dict(depth=1, embed_dim=32, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2,
@@ -219,8 +219,11 @@ OMNI = textwrap.dedent(f'''
         audio = dict(num_mel_bins=128, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
                      output_dim=64)
         config = transformers.AutoConfig.for_model("qwen2_5_omni_thinker", text_config=text, vision_config=vision,
-                                                   audio_config=audio)
+                                                   audio_config=audio, **tokens)
         return transformers.AutoModelForImageTextToText.from_config(config)
+
+    def omni_thinker_with_tokens():  # its own ids for a step with a mask span the whole mask
+        return omni_thinker(vision_start_token_id=151652)
 ''')
 
 
@@ -233,6 +236,16 @@ def test_an_error_raised_where_positions_are_made_is_the_positions(tmp_path):
     [decode] = _outcomes(verdicts, "MODEL-2")
     assert decode["state"] == State.UNEXPECTEDLY_FAILING.value and not decode["blame"], decode
     assert "vision_start_token_id" in decode["message"], decode
+
+
+@needs_transformers
+def test_positions_of_another_length_than_the_tokens_are_the_positions_wherever_it_raises(tmp_path):
+    """With its token ids set, Qwen2.5-Omni's own M-RoPE ids for a decode step with a mask span the
+    whole mask (9 ids for 1 token): the rotary takes them, a projection raises; the positions'."""
+    verdicts = _run(tmp_path, "omni_thinker_with_tokens", "-k", "decoding_matches_each_prefix_with_own", source=OMNI)
+    [decode] = _outcomes(verdicts, "MODEL-2")
+    assert decode["state"] == State.UNEXPECTEDLY_FAILING.value and not decode["blame"], decode
+    assert "was handed position ids of shape" in decode["message"] or "positions'" in decode["message"], decode
 
 
 @needs_transformers

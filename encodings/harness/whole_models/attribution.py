@@ -419,6 +419,31 @@ def inside_position_code(model: nn.Module, error: BaseException) -> str | None:
     return found
 
 
+class PositionShapes:
+    """The calls of a model's rotary modules whose position ids are not one per token of the states
+    they rotate (Qwen2.5-Omni's own M-RoPE ids for a step with a mask span the whole mask: 9 ids for
+    1 token): a defect of the positions, whatever error it raises further on."""
+
+    def __init__(self):
+        self.misshapen: list[str] = []
+
+    def record(self, model: nn.Module) -> PositionShapes:
+        def check(label):
+            def hook(module, args, kwargs):
+                states = args[0] if args else kwargs.get("x")
+                positions = args[1] if len(args) > 1 else kwargs.get("position_ids")
+                if isinstance(states, torch.Tensor) and isinstance(positions, torch.Tensor) and states.dim() >= 3:
+                    tokens = states.shape[-2] if states.dim() == 4 else states.shape[1]
+                    if positions.shape[-1] != tokens and not self.misshapen:
+                        self.misshapen.append(f"{label} was handed position ids of shape {tuple(positions.shape)} "
+                                              f"for {tokens} tokens")
+            return hook
+        for label, module, hook in _position_modules(model):
+            if hook is _neutral_rotary:
+                module.register_forward_pre_hook(check(label), with_kwargs=True)
+        return self
+
+
 def outside_position_code(model: nn.Module, chain: list[tuple[str, nn.Module]],
                           error: BaseException | None = None) -> str | None:
     """Where an error raised in ``chain`` (:func:`raised_in`) was raised, where no position code
