@@ -482,7 +482,7 @@ class ExactAngles:
 
     def attach(self, model: nn.Module) -> bool:
         """Hook every rotary module of ``model``; False (nothing hooked) where one is of no known form."""
-        modules = [module for _, module in _outermost(model, ROTARY)]
+        modules = [module for name, module in _outermost(model, ROTARY) if not other_tower(model, name)]
         layouts = [_layout(module) for module in modules]
         if not modules or None in layouts:
             self.valid = False
