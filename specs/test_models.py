@@ -404,6 +404,9 @@ def _blame(relation, record, device, regime, violation):
     shown neutral up to the farthest position the relations reach; a table that raises past its
     end is position code too), or where the model has no position code and its position ids move
     nothing; return where the positions cause it, or no probe can tell."""
+    if _rerun(relation, record, device, regime, lambda model: None, violation.details) is None:
+        s.undecided(f"{_summary(violation)}; run again on a model built alike, it holds: the model's build or its "
+                    "calls draw at random (weights left uninitialised?), and nothing can be blamed")
     fresh = Fresh(record, device)
     reached = attribution.position_code(_inner(fresh.pristine))
     # where no position id can be moved to show it (T5's decoder), zeroed tables and a rotary made the

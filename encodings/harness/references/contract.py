@@ -211,6 +211,26 @@ def _model_probe(record: EncoderRecord, device: str) -> tuple[str | None, str | 
     return _MODEL_PROBES[key]
 
 
+def _unsteady(name: str, twin, logits: torch.Tensor, ids: torch.Tensor, inputs: dict) -> str | None:
+    """Why no relation can judge logits that are not finite, or that the same call on ``twin`` (the
+    model built again from the same seed) does not give again: a build that leaves weights
+    uninitialised (Qwen3-Omni's talker experts), or a call that draws at random (DiffusionGemma
+    denoises a random canvas); else None."""
+    if not bool(torch.isfinite(logits).all()):
+        return (f"{name} returns logits that are not finite for input ids {tuple(ids.shape)} (weights its build left "
+                "uninitialised?): no relation can judge them")
+    try:
+        again, _ = twin(ids, **inputs)
+    except Exception:  # noqa: BLE001 - a second call it cannot make says nothing here: the specs judge it
+        return None
+    moved = float((again.double() - logits.double()).abs().max())
+    if moved > 1e-4 * max(1.0, float(logits.abs().max())):
+        return (f"{name} answers the same call with other logits on a second build from the same seed ({moved:.2e} "
+                "apart): its build or its call draws at random (weights left uninitialised, a random input of its "
+                "own), and no relation can tell a position's effect from a draw's")
+    return None
+
+
 def _logits_shape_problem(name: str, logits, ids: torch.Tensor, vocab: int, call: str) -> str | None:
     expected = f"({', '.join(map(str, ids.shape))}, vocab={vocab})"
     if not isinstance(logits, torch.Tensor):
@@ -274,6 +294,8 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             config = BuildConfig(**{**SPEC_CONFIG.__dict__, "dtype": torch.float32, "device": device})
             model = record.build(config).to(device)
             ids = torch.randint(3, vocab, (rows, n + 1)).to(device)
+            torch.manual_seed(0)
+            twin = record.build(config).to(device)  # built again alike, the same call must give the same logits
             try:
                 logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
             except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
@@ -283,7 +305,8 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
                 return (f"{record.name} cannot be called: input ids {(rows, n)} raised {type(error).__name__} "
                         f"({_one_line(error)})"), None
             problem = _logits_shape_problem(record.name, logits, ids[:, :n], traits.logits_width or vocab,
-                                            f"input ids {(rows, n)}")
+                                            f"input ids {(rows, n)}") or _unsteady(
+                record.name, twin, logits, ids[:, :n], given(torch.arange(n, device=device).expand(rows, n), 0))
             if problem:
                 return problem, None
             if cache is None:

@@ -103,6 +103,9 @@ class HFCausalLM(ModelSubject):
                 and not self.counts_past_its_pads and not bool(attention_mask.bool().all()):
             # Under padding transformers' forward counts from the cache alone; its generation derives
             # the positions from the mask (the model's own code, as generate runs it).
+            if not hasattr(self.model, "_prepare_position_ids_for_generation"):
+                raise NotInConvention(f"{type(self.model).__name__} has no transformers generation of its own to "
+                                      "derive positions from a padded mask")
             derived = self.model._prepare_position_ids_for_generation(input_ids, {"attention_mask": attention_mask})
             if derived is not None and self._generation_drops_position_ids(input_ids, attention_mask, derived):
                 derived = None  # its generate lets it count its own (Kosmos-2)
@@ -328,6 +331,8 @@ def _configured_vocabulary(model: nn.Module, config, text, width: int | None) ->
     sizes = [int(v) for v in (getattr(text, "vocab_size", None), getattr(config, "vocab_size", None)) if v]
     vocab = next((v for v in sizes if v == width), sizes[0] if sizes else width)
     rows = getattr(_layer(model, "get_input_embeddings"), "num_embeddings", None)
+    if vocab is None:  # no vocabulary said anywhere (PI0's): ids its embedding takes, else a few; its call decides
+        return int(rows or 4)
     return int(min(vocab, rows) if rows else vocab)
 
 
