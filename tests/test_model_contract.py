@@ -62,6 +62,15 @@ def test_logits_of_the_wrong_shape_block_every_relation_of_the_model(tmp_path, n
             assert outcome["message"].startswith(said), outcome
 
 
+@pytest.mark.parametrize("name, said", [("NotFinite", "not finite"), ("DrawsAtRandom", "draws at random")])
+def test_logits_no_relation_can_judge_block_every_relation(tmp_path, name, said):
+    """NaN logits, or logits a second build from the same seed does not give again: blocked, saying
+    why, never a FAIL blamed on the positions."""
+    cells, outcomes, log = _run(tmp_path, name)
+    assert set(_applying(cells).values()) == {State.BLOCKED}, (cells, log)
+    assert any(said in o["message"] for o in outcomes if State(o["state"]) == State.BLOCKED), outcomes[:2]
+
+
 def test_a_model_answering_its_logits_alone_reads_n_a_on_its_cached_relations(tmp_path):
     """The bare tensor is the logits, never ``(logits[0], logits[1])``: the relations that need no
     cache judge it (and hold on this well-made model; padding and batches on their prompts alone);

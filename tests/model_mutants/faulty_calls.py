@@ -74,3 +74,19 @@ class LogitsOnly(Control):
 
     def forward(self, *args, **kwargs):
         return super().forward(*args, **kwargs)[0]
+
+
+class NotFinite(Control):
+    """Answers NaN logits: nothing can be judged on them."""
+
+    def forward(self, *args, **kwargs):
+        logits, cache = super().forward(*args, **kwargs)
+        return logits * float("nan"), cache
+
+
+class DrawsAtRandom(Control):
+    """Adds noise of its own to every call (a diffusion LM's random canvas): no call repeats."""
+
+    def forward(self, *args, **kwargs):
+        logits, cache = super().forward(*args, **kwargs)
+        return logits + torch.randn_like(logits), cache
