@@ -984,6 +984,18 @@ def _left_padded(rows, device, pad_token=0):
     return ids, mask, pads
 
 
+def _in_part(errors: torch.Tensor, prompt: int) -> torch.Tensor:
+    """``errors`` by column; while a probe of blame reruns a violation, only those of the part it was
+    found in (the prompt's columns, or the decode steps'): one defect's blame is not another's."""
+    part = _FOCUS.get("part")
+    if part is None:
+        return errors
+    kept = errors.clone()
+    kept[prompt:] = 0.0 if part == "prompt" else kept[prompt:]
+    kept[:prompt] = 0.0 if part == "decode" else kept[:prompt]
+    return kept
+
+
 def _padding(record, device, regime):
     """The reference is the unpadded row alone, computed the same way (its prompt, then the same
     decode steps), so the relation sees the padding, not the cache (MODEL-2 judges that)."""
@@ -1002,12 +1014,12 @@ def _padding(record, device, regime):
         ids, mask = torch.cat((zeros + _pad_token(fresh), row), dim=1), torch.cat((zeros, torch.ones_like(row)), dim=1)
         padded = _prompt_then_decode(fresh(), ids, mask, prompt + STEPS - steps, regime,
                                      f"the row left-padded by {pad}")
-        errors = (padded[0, pad:] - alone[0]).abs().amax(dim=-1)
+        errors = _in_part((padded[0, pad:] - alone[0]).abs().amax(dim=-1), prompt - pad)
         worst = _first_over(errors, bound)
         when = "in the prompt" if worst < prompt - pad else f"at decode step {worst - (prompt - pad) + 1}"
         s.require_within(error=float(errors[worst]), bound=bound,
                          what=f"{REGIMES[regime]}, a row left-padded by {pad} gives other logits than alone, {when}",
-                         pad=pad, regime=regime)
+                         pad=pad, regime=regime, part="prompt" if worst < prompt - pad else "decode")
     _require_teeth(fresh(), row, _positions(1, row.shape[1], device=device), bound, "left padding", regime,
                    twin=True)
 
@@ -1038,13 +1050,13 @@ def _batch(record, device, regime):
     for r, pad in enumerate(pads):
         alone = _prompt_then_decode(fresh(), ids[r : r + 1], mask[r : r + 1], prompt, regime, f"row {r} alone")
         bound = bound or _bound(alone, fresh.pristine)
-        errors = (batch[r, pad:] - alone[0, pad:]).abs().amax(dim=-1)
+        errors = _in_part((batch[r, pad:] - alone[0, pad:]).abs().amax(dim=-1), prompt - pad)
         worst = _first_over(errors, bound)
         when = "in the prompt" if worst + pad < prompt else f"at decode step {worst + pad - prompt + 1}"
         s.require_within(error=float(errors[worst]), bound=bound,
                          what=f"{REGIMES[regime]}, row {r} (left-padded by {pad}) of a batch of rows of lengths "
                               f"{[n + STEPS for n in lengths]} gives other logits than the same row alone, {when}",
-                         row=r, regime=regime)
+                         row=r, regime=regime, part="prompt" if worst + pad < prompt else "decode")
     longest = max(rows, key=lambda row: row.shape[1])
     _require_teeth(fresh(), longest, _positions(1, longest.shape[1], device=device), bound, "a batch", regime,
                    twin=True)

@@ -296,6 +296,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             ids = torch.randint(3, vocab, (rows, n + 1)).to(device)
             torch.manual_seed(0)
             twin = record.build(config).to(device)  # built again alike, the same call must give the same logits
+            kept = ids[:, :n].clone()  # a model may edit its inputs in place
             try:
                 logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
             except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
@@ -306,7 +307,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
                         f"({_one_line(error)})"), None
             problem = _logits_shape_problem(record.name, logits, ids[:, :n], traits.logits_width or vocab,
                                             f"input ids {(rows, n)}") or _unsteady(
-                record.name, twin, logits, ids[:, :n], given(torch.arange(n, device=device).expand(rows, n), 0))
+                record.name, twin, logits, kept, given(torch.arange(n, device=device).expand(rows, n), 0))
             if problem:
                 return problem, None
             if cache is None:
