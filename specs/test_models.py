@@ -724,10 +724,14 @@ def _short(relation, record, device, regime, judged, teeth):
         relation(record, device, regime, short=True)
 
 
-def _plan(fresh, short: bool):
+def _plan(fresh, short: bool) -> tuple[plan.Decode, dict]:
     """The decode a relation runs: :data:`plan.SHORT` where ``short`` (or a probe of blame reruns
-    a violation found there), else the model's :func:`plan.decode_plan`."""
-    return plan.SHORT if short or _FOCUS.get("plan") == "short" else plan.decode_plan(fresh.traits)
+    a violation found there), else the model's :func:`plan.decode_plan`; and the detail its
+    violations carry where it is the short one in place of the model's."""
+    own = plan.decode_plan(fresh.traits)
+    if (short or _FOCUS.get("plan") == "short") and own != plan.SHORT:
+        return plan.SHORT, {"plan": "short"}
+    return own, {}
 
 
 def _both_ways(fresh, record, device) -> str | None:
@@ -762,8 +766,7 @@ def _decode(record, device, regime, short=False):
     _require_causal(fresh, record, device, "a decode step, its keys cached from a shorter prefix,")
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
-    decode = _plan(fresh, short)
-    where = {"plan": "short"} if decode is plan.SHORT and decode != plan.decode_plan(fresh.traits) else {}
+    decode, where = _plan(fresh, short)
     ids = _ids(1, decode.length, record, seed=1, device=device)
     decoded, broken, excluded = {}, None, None
     for way in (_own_paths(model) if regime == OWN else (None,)):
@@ -848,8 +851,7 @@ def _chunks(record, device, regime, short=False):
     _require_causal(fresh, record, device, "a chunk, its keys cached from a shorter prefix,")
     model = fresh.pristine  # its traits and adapter; every call runs on a copy
     place = _regime(model, regime)
-    decode = _plan(fresh, short)
-    where = {"plan": "short"} if decode is plan.SHORT and decode != plan.decode_plan(fresh.traits) else {}
+    decode, where = _plan(fresh, short)
     sizes = plan.chunk_plan(fresh.traits, decode)
     length = sum(sizes)
     ids = _ids(1, length, record, seed=2, device=device)

@@ -787,7 +787,7 @@ def test_position_ids_passed_on_through_kwargs_are_taken_and_swallowed_ones_are_
     import transformers
     from torch import nn
 
-    from posenc.harness.whole_models.models import _passes_position_ids
+    from posenc.harness.whole_models.models import _passes_on
 
     transformers.logging.set_verbosity_error()
     namespace: dict = {}
@@ -806,5 +806,7 @@ def test_position_ids_passed_on_through_kwargs_are_taken_and_swallowed_ones_are_
         def forward(self, input_ids, attention_mask=None, **kwargs):
             return self.language_model(input_ids, attention_mask=attention_mask)
 
+    near = torch.arange(8)[None]
     for model, takes in ((PassesThem(), True), (SwallowsThem(), False)):
-        assert _passes_position_ids(model, inspect.signature(model.forward).parameters, 128) is takes
+        parameters = inspect.signature(model.forward).parameters
+        assert _passes_on(model, parameters, 128, "position_ids", near, near + torch.tensor([[0] * 7 + [5]])) is takes

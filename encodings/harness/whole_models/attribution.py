@@ -107,27 +107,42 @@ class RecurrentLayers:
         return "; ".join(parts)
 
 
-_RAN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class _Towers:
+    """What tells a model's text from its other towers, read once per model: its text part's name
+    (:data:`TEXT_PART`), and the modules a call with text alone runs (None: not known)."""
+
+    text_part: str | None
+    ran: frozenset[str] | None
+
+
+_TOWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _towers(model: nn.Module) -> _Towers:
+    if model not in _TOWERS:
+        part = next((n for n, _ in model.named_modules() if TEXT_PART.search(n)), None)
+        transformers_like = hasattr(model, "config") and hasattr(model, "generate")
+        _TOWERS[model] = _Towers(part, _run_on_text(model) if transformers_like else None)
+    return _TOWERS[model]
 
 
 def _run_on_text(model: nn.Module) -> frozenset[str] | None:
     """The modules of a transformers model that run on a call with text alone (four tokens, on a
-    copy), cached per model; None where it cannot be so called (it needs pixels, say)."""
-    if model not in _RAN:
-        ran: set[str] = set()
-        probe = copy.deepcopy(model)
-        names = {id(m): n for n, m in probe.named_modules()}
-        handles = [m.register_forward_pre_hook(lambda m, a: ran.add(names[id(m)])) for m in probe.modules()]
-        try:
-            with torch.no_grad():
-                probe(input_ids=torch.arange(3, 7, device=next(probe.parameters()).device)[None])
-            _RAN[model] = frozenset(ran)
-        except Exception:  # noqa: BLE001 - a model that needs more than text shows nothing
-            _RAN[model] = None
-        finally:
-            for handle in handles:
-                handle.remove()
-    return _RAN[model]
+    copy); None where it cannot be so called (it needs pixels, say)."""
+    ran: set[str] = set()
+    probe = copy.deepcopy(model)
+    names = {id(m): n for n, m in probe.named_modules()}
+    handles = [m.register_forward_pre_hook(lambda m, a: ran.add(names[id(m)])) for m in probe.modules()]
+    try:
+        with torch.no_grad():
+            probe(input_ids=torch.arange(3, 7, device=next(probe.parameters()).device)[None])
+        return frozenset(ran)
+    except Exception:  # noqa: BLE001 - a model that needs more than text shows nothing
+        return None
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def other_tower(model: nn.Module, name: str) -> bool:
@@ -137,10 +152,10 @@ def other_tower(model: nn.Module, name: str) -> bool:
     call with text alone (Kyutai's ``codec_model``, VibeVoice's speech tokenizers)."""
     if TOWER.search(name):
         return True
-    part = next((n for n, _ in model.named_modules() if TEXT_PART.search(n)), None)
+    towers = _towers(model)
+    part, ran = towers.text_part, towers.ran
     if part is not None and not (name == part or name.startswith(part + ".")):
         return True
-    ran = _run_on_text(model) if hasattr(model, "config") and hasattr(model, "generate") else None
     if ran is None or name in ran:
         return False
     parts = name.split(".")  # the outermost module on its path that did not run: a tower if it holds layers

@@ -386,9 +386,12 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         if rope.get("original_max_position_embeddings"):
             found["original_max_position"] = int(rope["original_max_position_embeddings"])
         takes = inspect.signature(model.forward).parameters
-        found["takes_position_ids"] = "position_ids" in takes or _passes_position_ids(model, takes, found["vocab_size"])
-        found["takes_attention_mask"] = "attention_mask" in takes or _passes_attention_mask(  # xLSTM's: none
-            model, takes, found["vocab_size"])
+        positions = torch.arange(8)[None]
+        found["takes_position_ids"] = "position_ids" in takes or _passes_on(
+            model, takes, found["vocab_size"], "position_ids", positions, positions + torch.tensor([[0] * 7 + [5]]))
+        found["takes_attention_mask"] = "attention_mask" in takes or _passes_on(  # xLSTM's forward takes none
+            model, takes, found["vocab_size"], "attention_mask", torch.ones(1, 8, dtype=torch.long),
+            torch.tensor([[0] + [1] * 7]))
         # GPT-J's sin/cos table and MPT's ALiBi table have n_positions / max_seq_len rows: no extrapolation.
         # RoFormer's rotary reads a sinusoid nn.Embedding of max_position_embeddings rows: no extrapolation either.
         found["extrapolates"] = getattr(config, "model_type", "") not in FIXED_TABLES and not _rotary_table(model)
@@ -484,8 +487,8 @@ def _slides_in_fact(model: nn.Module, window: int) -> bool:
     other = ids.clone()
     other[0, 0] = 3 + (int(other[0, 0]) - 2) % max(vocab - 3, 1)
     probe = copy.deepcopy(model).eval()
-    layers = [m for n, m in probe.named_modules() if "Attention" in type(m).__name__ and not TOWER.search(n)
-              and not other_tower(probe, n)]
+    layers = [probe.get_submodule(n) for n, m in model.named_modules()
+              if "Attention" in type(m).__name__ and not other_tower(model, n)]
     outputs = []
 
     def stop(module, args, output):
@@ -589,21 +592,21 @@ ABSOLUTE_CLASS = re.compile(r"Positional(Embedding|Encoding)|PositionEmbedding")
 RELATIVE_CLASS = re.compile(r"Relative|Segment|Bias|Bucket")
 
 
-def _passes_position_ids(model: nn.Module, parameters, vocab: int) -> bool:
-    """Whether a forward that names no ``position_ids`` passes them on through ``**kwargs`` to a
-    language model that reads them (MOSS-Transcribe-Diarize's): the last token's position moved
-    by 5 moves its logits, on a copy of the model."""
+def _passes_on(model: nn.Module, parameters, vocab: int, argument: str, plain, changed) -> bool:
+    """Whether a forward that names no ``argument`` passes it on through ``**kwargs`` to a language
+    model that reads it: ``changed`` in place of ``plain`` moves the last logits, on a copy of the
+    model. Position ids (MOSS-Transcribe-Diarize's): the last one moved by 5; a mask (VibeVoice's):
+    the first token masked out."""
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return False
     probe = copy.deepcopy(model).eval()
     ids = (torch.arange(8) % max(vocab - 3, 1) + 3)[None]
-    near, far = torch.arange(8)[None], torch.arange(8)[None] + torch.tensor([[0] * 7 + [5]])
     try:
         with torch.no_grad():
-            moved = (_logits(probe(ids, position_ids=near)) - _logits(probe(ids, position_ids=far))).abs().max()
+            moved = _logits(probe(ids, **{argument: plain}))[:, -1] - _logits(probe(ids, **{argument: changed}))[:, -1]
     except Exception:  # noqa: BLE001 - it takes none, or cannot be called with ids alone
         return not _answers_ids(probe, ids)
-    return bool(moved > 1e-6)
+    return bool(moved.abs().max() > 1e-6)
 
 
 def _answers_ids(model: nn.Module, ids: torch.Tensor) -> bool:
@@ -615,23 +618,6 @@ def _answers_ids(model: nn.Module, ids: torch.Tensor) -> bool:
     except Exception:  # noqa: BLE001
         return False
     return True
-
-
-def _passes_attention_mask(model: nn.Module, parameters, vocab: int) -> bool:
-    """Whether a forward that names no ``attention_mask`` passes one on through ``**kwargs`` to a
-    language model that reads it (VibeVoice's): the first token masked out moves the last logits,
-    on a copy of the model."""
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return False
-    probe = copy.deepcopy(model).eval()
-    ids = (torch.arange(8) % max(vocab - 3, 1) + 3)[None]
-    ones, masked = torch.ones(1, 8, dtype=torch.long), torch.tensor([[0] + [1] * 7])
-    try:
-        with torch.no_grad():
-            moved = (_logits(probe(ids, attention_mask=ones)) - _logits(probe(ids, attention_mask=masked)))[:, -1]
-    except Exception:  # noqa: BLE001 - it takes none, or cannot be called with ids alone
-        return not _answers_ids(probe, ids)
-    return bool(moved.abs().max() > 1e-6)
 
 
 def _absolute_table(name: str, module: nn.Module) -> bool:
