@@ -283,6 +283,19 @@ def test_a_parents_word_for_its_layer_does_not_make_attention_or_experts_recurre
     assert layer.endswith("layers.0.mixer (NemotronHMamba2Mixer)"), layer
 
 
+def test_a_models_name_is_split_from_its_task_before_its_layers_are_read():
+    """``CohereCompassForConditionalGeneration``'s MLP, ``CohereCompassMLP``, reads ``ssM`` across its
+    prefix and its own name: with the prefix split off at ``For…``, it is an MLP and keeps no state."""
+    from torch import nn
+
+    mlp = type("CohereCompassMLP", (nn.Module,), {})
+    mixer = type("CohereCompassMambaMixer", (nn.Module,), {})
+    for task in ("ForConditionalGeneration", "ForCausalLM", "WithLMHeadModel", "ForVisionText2Text"):
+        model = type(f"CohereCompass{task}", (nn.Module,), {})()
+        model.mlp, model.mixer = mlp(), mixer()
+        assert attribution.recurrent_layers(model).modules == ("mixer (CohereCompassMambaMixer)",), task
+
+
 def test_every_key_kept_raises_a_selectors_budget_past_any_sequence():
     """The probe that tells a choice of keys from the positions: an indexer's ``index_topk``
     raised, so what it chooses no longer matters; a module without a budget is left alone."""

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from posenc.harness.catalogue.states import State
 
@@ -185,3 +186,21 @@ def test_an_error_without_text_names_where_it_was_raised():
         message = error_text(error)
     assert message.startswith("no message; raised at modeling_bare.py:2 (forward)"), message
     assert "message=shorten(error_text(error))" in Path(support.__file__).read_text()
+
+
+def test_a_model_with_a_vision_tower_says_where_its_pictures_are_judged():
+    """``--model`` calls a vision-language model with text: its VLM cells name the record that runs
+    them, not a trait the user never set; a model without a tower keeps the default reason."""
+    from types import SimpleNamespace
+
+    from posenc.harness.catalogue.claims import VLM_CLAIMS
+    from posenc.harness.catalogue.records import ModelTraits
+    from posenc.harness.run.selection import _pictures_unseen
+
+    model = torch.nn.Linear(2, 2)
+    model.config = SimpleNamespace(vision_config=SimpleNamespace(patch_size=2))
+    unseen = _pictures_unseen(model, ModelTraits())
+    assert set(unseen) == set(VLM_CLAIMS) and "HFVisionLanguageLM" in unseen["VLM-1"].reason
+    assert _pictures_unseen(model, ModelTraits(vision=True)) == {}
+    model.config = SimpleNamespace()
+    assert _pictures_unseen(model, ModelTraits()) == {}

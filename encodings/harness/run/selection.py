@@ -141,7 +141,7 @@ def register_model(target_spec: str) -> str:
         traits = traits_of(probe, **getattr(module, "MODEL_TRAITS", {}))
         designs = transformers_designs(probe, traits)
         declared = {**{claim: refuted(why, specs=specs) for claim, (why, specs) in designs.items()},
-                    **getattr(module, "MODEL_CLAIMS", {})}
+                    **_pictures_unseen(probe, traits), **getattr(module, "MODEL_CLAIMS", {})}
         claims = model_claims_for(traits, declared)
     except SelectionError:
         raise
@@ -156,6 +156,20 @@ def register_model(target_spec: str) -> str:
                                     description=f"--model {target_spec}: {traits.library}", origin=again,
                                     model=traits, claims=claims))
     return record_name
+
+
+def _pictures_unseen(model: torch.nn.Module, traits) -> dict:
+    """A model with a vision tower (``config.vision_config``) is judged through its text by ``--model``:
+    the VLM relations, which need its pictures, read n/a saying where they do run."""
+    from ..catalogue.claims import VLM_CLAIMS
+    from ..catalogue.records import not_applicable
+
+    config = getattr(model, "config", None)
+    if traits.vision or getattr(config, "vision_config", None) is None:
+        return {}
+    why = not_applicable("--model judges this model's text; its pictures' M-RoPE ids are judged on a record "
+                         "that wraps it in HFVisionLanguageLM (the Qwen2-VL family's call)")
+    return dict.fromkeys(VLM_CLAIMS, why)
 
 
 def select(settings: Settings, identify_timeout: float | None = None) -> Selection:

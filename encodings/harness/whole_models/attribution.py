@@ -58,13 +58,15 @@ def _short_name(module: nn.Module, prefix: str) -> str:
     return name[len(prefix):] if prefix and name.startswith(prefix) else name
 
 
+#: A model class's name: its prefix, then its task (``…ForCausalLM``, ``…ForConditionalGeneration``).
+MODEL_CLASS = re.compile(r"(\w+?)(For[A-Z]\w*|WithLMHeadModel|LMHeadModel|Model)$")
+
+
 def _prefix(model: nn.Module) -> str:
-    """The model's class-name prefix (``RecurrentGemma`` of ``RecurrentGemmaForCausalLM``)."""
-    name = type(model).__name__
-    for tail in ("ForCausalLM", "LMHeadModel", "Model"):
-        if name.endswith(tail):
-            return name[: -len(tail)]
-    return ""
+    """The model's class-name prefix (``RecurrentGemma`` of ``RecurrentGemmaForCausalLM``,
+    ``CohereCompass`` of ``CohereCompassForConditionalGeneration``: not ``…CompaSSMlp``'s ``ssm``)."""
+    match = MODEL_CLASS.match(type(model).__name__)
+    return match.group(1) if match else ""
 
 
 def _outermost(model: nn.Module, pattern: re.Pattern, skip: re.Pattern | None = None) -> list[tuple[str, nn.Module]]:
