@@ -10,6 +10,7 @@ Each model is built tiny from a config, as a user's file would build it.
 from __future__ import annotations
 
 import textwrap
+import types
 
 import pytest
 import torch
@@ -611,3 +612,116 @@ def test_an_undecided_shift_names_position_code_the_probe_does_not_reach(tmp_pat
     verdicts = _run(tmp_path, "inkling2", "-k", "shifting", source=INKLING2)
     [shift] = _outcomes(verdicts, "MODEL-1")
     assert shift["state"] == State.UNDECIDED.value and "relative_position_bias" in shift["message"], shift
+
+
+NO_GENERATE = textwrap.dedent('''
+    import torch
+    import transformers
+
+    def build():  # a text decoder with its LM head and no GenerationMixin
+        torch.manual_seed(0)
+        config = transformers.Pix2StructTextConfig(vocab_size=128, hidden_size=64, d_kv=16, d_ff=128, num_layers=2,
+                                                   num_heads=4, initializer_range=0.2, pad_token_id=0)
+        return transformers.Pix2StructTextModel(config).eval()
+''')
+
+
+@needs_transformers
+def test_a_model_without_generate_is_judged_through_its_forward_calls(tmp_path):
+    """Pix2Struct's text model has no ``generate``: its own positions are the bare and forward calls'
+    (it holds), never an AttributeError labelled not positional."""
+    assert not hasattr(__import__("transformers").Pix2StructTextModel, "generate")
+    verdicts = _run(tmp_path, "build", "-k", "decoding_matches_each_prefix_with_own", source=NO_GENERATE)
+    assert _cells(verdicts, "model_build")["MODEL-2"] in (State.HOLDS, State.HOLDS_PARTIAL), _outcomes(verdicts, "MODEL-2")
+
+
+@needs_transformers
+def test_an_encoder_decoder_says_what_ids_alone_do_and_its_decoder_is_none():
+    """BART given ids alone shifts them into its decoder's ids and answers logits; T5 raises: the
+    reason says which, with the inputs its forward takes. BART's decoder taken out of it shares the
+    flag, not the encoder: it is no encoder-decoder, and it answers no logits, saying so."""
+    import transformers
+
+    from posenc.harness.references.contract import encoder_decoder as in_adapter
+    from posenc.harness.whole_models.models import _logits
+
+    def encoder_decoder(model, *ids):  # as the contract asks it: of the model in its adapter
+        return in_adapter(types.SimpleNamespace(model=model), *ids)
+
+    ids = torch.randint(3, 100, (2, 8))
+    bart = transformers.BartForConditionalGeneration(transformers.BartConfig(
+        vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32)).eval()
+    assert "answers logits (2, 8, 128)" in encoder_decoder(bart, ids) and "takes input_ids" in encoder_decoder(bart)
+    t5 = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=128, d_model=32, d_ff=32, d_kv=8, num_layers=1, num_heads=2)).eval()
+    assert "raises ValueError" in encoder_decoder(t5, ids) and "decoder_input_ids" in encoder_decoder(t5, ids)
+    decoder = bart.get_decoder()
+    assert decoder.config.is_encoder_decoder and encoder_decoder(decoder, ids) is None
+    with pytest.raises(TypeError, match="answers no logits .*last_hidden_state \\(2, 8, 32\\)"):
+        _logits(decoder(input_ids=ids))
+
+
+@needs_transformers
+def test_a_generate_that_makes_audio_is_no_way_of_the_models_own_but_one_that_fails_inside_is():
+    """A speech model's ``generate`` refuses a text prompt before any forward (Pocket TTS: it must end
+    with its audio token) or answers frames of codes (CSM's ``(batch, frames, codes)``): not the
+    model's way to continue text, so its other own paths decide. One that raises after a forward ran,
+    or inside position code, still raises."""
+    from posenc.harness.whole_models.models import HFCausalLM, NotInConvention
+
+    class Speech(torch.nn.Module):
+        def __init__(self, answer):
+            super().__init__()
+            self.answer = answer
+
+        def forward(self, input_ids):
+            return input_ids
+
+        def generate(self, input_ids, **options):
+            return self.answer(self, input_ids)
+
+    def refuses(model, ids):
+        raise ValueError("the prompt must end with audio_bos_token_id")
+
+    def frames(model, ids):
+        return types.SimpleNamespace(sequences=torch.zeros(2, 3, 4, dtype=torch.long))
+
+    def fails_after_a_forward(model, ids):
+        model(ids)
+        raise ValueError("a step broke")
+
+    ids, mask = torch.ones(2, 6, dtype=torch.long), torch.ones(2, 6, dtype=torch.long)
+    for answer, expected in ((refuses, "refuses a prompt of text tokens"), (frames, r"sequences \(2, 3, 4\)")):
+        with pytest.raises(NotInConvention, match=expected):
+            HFCausalLM.generate(types.SimpleNamespace(model=Speech(answer)), ids, mask, 4)
+    with pytest.raises(ValueError, match="a step broke"):
+        HFCausalLM.generate(types.SimpleNamespace(model=Speech(fails_after_a_forward)), ids, mask, 4)
+
+
+ONE_COLUMN = textwrap.dedent('''
+    import torch
+    import transformers
+
+    def build():  # a speech backbone whose logits are its one end-of-speech column
+        torch.manual_seed(0)
+        config = transformers.GradiumPhononTTSConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, initializer_range=0.2, pad_token_id=0,
+            flow_head_config=dict(hidden_size=32, num_hidden_layers=1, condition_dim=64, frequency_embedding_size=32,
+                                  initializer_range=0.2))
+        return transformers.GradiumPhononTTSForConditionalGeneration(config).eval()
+
+    MODEL_TRAITS = {"logits_width": 1}
+''')
+
+
+@needs_transformers
+def test_a_one_column_head_sizes_bf16_noise_near_the_keys_from_more_queries(tmp_path):
+    """Gradium's logits are one column: three queries near the keys under autocast put its bf16 noise
+    at 0.006 and a far query's 0.026 past four times it, though autocast keeps the angles in float32.
+    With enough near queries only the cast, whose inv_freq is rounded, loses the rotation."""
+    verdicts = _run(tmp_path, "build", "-k", "bf16_keeps_position", source=ONE_COLUMN)
+    [outcome] = _outcomes(verdicts, "MODEL-6")
+    assert outcome["state"] == State.UNEXPECTEDLY_FAILING.value and "model.to(torch.bfloat16)" in outcome["message"]
+    assert "autocast" not in outcome["message"], outcome["message"]

@@ -231,12 +231,21 @@ def _unsteady(name: str, twin, logits: torch.Tensor, ids: torch.Tensor, inputs: 
     return None
 
 
+def width_hint(logits: torch.Tensor, ids: torch.Tensor) -> str:
+    """How to declare logits one per token whose width is not the vocabulary's ("" for another shape)."""
+    if tuple(logits.shape[:-1]) != tuple(ids.shape):
+        return ""
+    return ("; a head of another width than the vocabulary (a speech model's stop column) is declared by "
+            "MODEL_TRAITS = {'logits_width': ...}")
+
+
 def _logits_shape_problem(name: str, logits, ids: torch.Tensor, vocab: int, call: str) -> str | None:
     expected = f"({', '.join(map(str, ids.shape))}, vocab={vocab})"
     if not isinstance(logits, torch.Tensor):
         return f"{name} returns {type(logits).__name__} as its logits for {call}; expected a tensor {expected}"
     if tuple(logits.shape) != (*ids.shape, vocab):
-        return f"{name} returns logits of shape {tuple(logits.shape)} for {call}; expected {expected}"
+        return (f"{name} returns logits of shape {tuple(logits.shape)} for {call}; expected {expected}"
+                f"{width_hint(logits, ids)}")
     return None
 
 
@@ -300,7 +309,7 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
             try:
                 logits, cache = model(ids[:, :n], **given(torch.arange(n, device=device).expand(rows, n), 0))
             except Exception as error:  # noqa: BLE001 - no call can be made: every relation is blocked by it
-                both = encoder_decoder(model)
+                both = encoder_decoder(model, ids[:, :n])
                 if both:
                     return f"{record.name} cannot be called with input ids alone: {both}", None
                 return (f"{record.name} cannot be called: input ids {(rows, n)} raised {type(error).__name__} "
@@ -342,11 +351,31 @@ def _probe_model(record: EncoderRecord, device: str) -> tuple[str | None, str | 
         return None, None
 
 
-def encoder_decoder(subject) -> str | None:
+def encoder_decoder(subject, ids: torch.Tensor | None = None) -> str | None:
     """Why a model in an adapter (or bare) is no causal LM the model relations can call: an
-    encoder-decoder (``config.is_encoder_decoder``), whose forward needs ``decoder_input_ids``."""
+    encoder-decoder (``config.is_encoder_decoder`` and an encoder of its own; a decoder taken out of
+    one shares the flag, not the encoder), with what its forward does given ``ids`` alone."""
     inner = getattr(subject, "model", subject)
-    if not getattr(getattr(inner, "config", None), "is_encoder_decoder", False):
+    if not getattr(getattr(inner, "config", None), "is_encoder_decoder", False) \
+            or not any(name.rsplit(".", 1)[-1] == "encoder" for name, _ in inner.named_modules()):
         return None
-    return (f"{type(inner).__name__} is an encoder-decoder (config.is_encoder_decoder), whose forward needs "
-            "decoder_input_ids; --model judges a causal LM: hand it the decoder under a fixed source")
+    import inspect
+
+    try:
+        takes = [p for p in inspect.signature(inner.forward).parameters if p not in ("self", "kwargs")][:3]
+    except (TypeError, ValueError):
+        takes = []
+    answer = ""
+    if ids is not None:
+        try:
+            with torch.no_grad():
+                out = inner(input_ids=ids) if "input_ids" in takes else inner(ids)
+            logits = getattr(out, "logits", None)
+            answer = (f"; given input ids {tuple(ids.shape)} alone it answers logits {tuple(logits.shape)}, its "
+                      "decoder's for a start token of its own" if logits is not None
+                      else f"; given input ids {tuple(ids.shape)} alone it answers no logits ({type(out).__name__})")
+        except Exception as error:  # noqa: BLE001 - what it raises is the reason shown
+            answer = f"; given input ids {tuple(ids.shape)} alone it raises {type(error).__name__} ({_one_line(error)})"
+    return (f"{type(inner).__name__} is an encoder-decoder (config.is_encoder_decoder), whose forward takes "
+            f"{', '.join(takes) or 'its own inputs'}{answer}; --model judges a causal LM: hand it the decoder "
+            "under a fixed source")

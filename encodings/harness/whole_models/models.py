@@ -47,7 +47,18 @@ def _logits(out) -> torch.Tensor:
         return out
     if isinstance(out, (tuple, list)):
         return out[0]
-    return out.logits
+    return _answered_logits(out)
+
+
+def _answered_logits(out) -> torch.Tensor:
+    """A transformers output's logits; one without (a bare decoder's hidden states) is no causal LM."""
+    logits = getattr(out, "logits", None)
+    if logits is None:
+        fields = out.items() if callable(getattr(out, "items", None)) else getattr(out, "__dict__", {}).items()
+        shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in fields if isinstance(v, torch.Tensor))
+        raise TypeError(f"it answers no logits ({type(out).__name__}: {shapes or 'no tensors'}); "
+                        "--model judges a causal LM with its LM head")
+    return logits
 
 
 #: The names transformers' models give the cache they take and return (RWKV's ``state``, Reformer's
@@ -147,7 +158,7 @@ class HFCausalLM(ModelSubject):
                                        and _module_state(self.model) == self._state_before)
         if returned is None and arguments["use_cache"]:
             if self.cache_argument in arguments:
-                return out.logits, arguments[self.cache_argument]
+                return _answered_logits(out), arguments[self.cache_argument]
             if not self.caller_keeps_cache and self.takes_cache:
                 self.caller_keeps_cache = True  # found on its first call: answer it again, the cache kept
                 try:
@@ -155,7 +166,7 @@ class HFCausalLM(ModelSubject):
                 except (TypeError, ValueError):  # it takes no cache at all: it returns none, as it said
                     self.caller_keeps_cache = False
                     arguments.pop(self.cache_argument, None)
-        return out.logits, returned
+        return _answered_logits(out), returned
 
     def _generation_cache(self):
         """The cache ``generate`` makes for a model with no cache class of its own."""
@@ -182,6 +193,11 @@ class HFCausalLM(ModelSubject):
                 return forced.scatter(1, wanted[:, ids.shape[1] - prompt : ids.shape[1] - prompt + 1], 0.0)
 
         steps = input_ids.shape[1] - prompt
+        if not callable(getattr(self.model, "generate", None)):  # a text model without GenerationMixin
+            raise NotInConvention(f"{type(self.model).__name__} has no generate: its own positions are judged "
+                                  "through its forward calls")
+        calls = []
+        hook = self.model.register_forward_pre_hook(lambda module, args: calls.append(1))
         try:
             out = self.model.generate(input_ids[:, :prompt], attention_mask=attention_mask[:, :prompt],
                                       max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
@@ -189,6 +205,21 @@ class HFCausalLM(ModelSubject):
                                       return_dict_in_generate=True, pad_token_id=0, eos_token_id=None, **inputs)
         except ImportError as missing:  # a speech generator's (VibeVoice's needs diffusers)
             raise NotInConvention(f"its generate needs what is not installed: {missing}") from None
+        except (ValueError, TypeError) as refused:  # an audio generate refuses a text prompt (Pocket TTS's)
+            from .attribution import inside_position_code
+
+            if calls or inside_position_code(self.model, refused):
+                raise
+            line = str(refused).strip().partition("\n")[0][:160]
+            raise NotInConvention(f"its generate refuses a prompt of text tokens before any forward call "
+                                  f"({type(refused).__name__}: {line})") from None
+        finally:
+            hook.remove()
+        sequences = getattr(out, "sequences", None)
+        if not isinstance(sequences, torch.Tensor) or sequences.dim() != 2:
+            shape = tuple(sequences.shape) if isinstance(sequences, torch.Tensor) else type(sequences).__name__
+            raise NotInConvention(f"its generate answers sequences {shape}, not token ids (batch, length): "
+                                  "it generates something else than text tokens (CSM's audio frames)")
         if not torch.equal(out.sequences[:, prompt:], wanted):
             raise RuntimeError("generate did not follow the forced tokens: it does not apply the logits_processor it "
                                "is given (each next token is forced through one)")
