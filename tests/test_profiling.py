@@ -326,3 +326,23 @@ def test_the_perf_benchmark_alternates_short_and_full_runs():
     assert schedule(3, 1) == [("short", 0), ("full", 0), ("short", 1), ("short", 2)]
     assert schedule(3, 2) == [("short", 0), ("full", 0), ("short", 1), ("full", 1), ("short", 2)]
     assert [length for length, _ in schedule(1, 3)].count("full") == 3
+
+
+def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_batch():
+    """The complex kernels timed as floors give ``rope_complex``'s q and k; the real multiply and
+    the copy move the same bytes; the page states each kernel at each batch, the one-element
+    compiled call in microseconds only."""
+    from posenc.harness.performance import kernel_floors
+    from posenc.tools.perf_figures import _floor_lines
+
+    kernels = kernel_floors._kernels(1)
+    rope = kernels["rope_complex"]()
+    for name in ("complex multiply, broadcast over heads", "complex multiply, phasors per head"):
+        for got, want in zip(kernels[name](), rope):
+            assert torch.equal(got, want), name
+    assert sum(t.numel() for t in kernels["real multiply (x·x)"]()) * 4 * 2 == 4 * 512 * 12 * 64 * 4
+    floors = {b: {n: {"microseconds": 10.0 * int(b), "xcopy": 0.5} for n in kernels} for b in ("1", "8")}
+    lines = _floor_lines({"floors": floors})
+    assert "| rope_complex | 10, 0.50 | 80, 0.50 |" in lines
+    assert "| compiled call, one element | 10 | 80 |" in lines
+    assert _floor_lines({}) == []

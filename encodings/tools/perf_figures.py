@@ -29,6 +29,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from posenc.harness.performance import kernel_floors
 from posenc.tools import cli
 
 MEASUREMENTS = Path("docs/measurements/perf-cpu.json")
@@ -164,7 +165,7 @@ def measure(repeat: int, full_repeat: int) -> dict:
             "threads": __import__("torch").get_num_threads(), "date": time.strftime("%Y-%m-%d"),
             "repeat": repeat, "full_repeat": full_repeat, "schedule": "alternate",
             "short_wall": [r["wall"] for r in runs["short"]], "full_wall": [r["wall"] for r in runs["full"]],
-            "rows": rows}
+            "rows": rows, "floors": kernel_floors.measure()}
 
 
 def _within(row: dict) -> bool:
@@ -215,7 +216,26 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
         group, _, encoder = key.partition(" | ")
         lines.append(f"| {group.split(', seq')[0]} | `{encoder}` | {', '.join(f'{v:.2f}' for v in row['short'])} | "
                      f"{row['full']:.2f} | {row['difference']:.1%} | {row['noise']:.1%} |")
-    return "\n".join([*lines, "", *_reference_lines(data)]) + "\n"
+    return "\n".join([*lines, "", *_reference_lines(data), *_floor_lines(data)]) + "\n"
+
+
+def _floor_lines(data: dict) -> list[str]:
+    """The kernels under the references, ×copy at each batch (``kernel_floors``), where measured."""
+    floors = data.get("floors")
+    if not floors:
+        return []
+    batches = sorted(floors, key=int)
+    size = f"{kernel_floors.SEQ} × {kernel_floors.HEADS} × {kernel_floors.HEAD_DIM}"
+    lines = ["", f"What bounds them: the kernels alone, timed alternately in one process after the runs, "
+                 f"forward, float32, q and k of {size} (`posenc.harness.performance.kernel_floors`):", "",
+             "| kernel | " + " | ".join(f"batch {b}: µs, ×copy" for b in batches) + " |",
+             "|---|" + "---:|" * len(batches)]
+    for name in floors[batches[0]]:
+        rows = [floors[b][name] for b in batches]
+        cells = [f"{r['microseconds']:.0f}" + ("" if name.startswith("compiled call") else f", {r['xcopy']:.2f}")
+                 for r in rows]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines[:1], *textwrap.wrap(lines[1], 100, break_on_hyphens=False), *lines[2:]]
 
 
 def run_summary_markdown(path: Path = RUN_MEASUREMENTS) -> str:

@@ -1,0 +1,67 @@
+"""What bounds a RoPE's ×copy at the perf run's size: the kernels under the reference encoders.
+
+The perf tables give each encoder's ``×copy = t_copy / t`` (``specs/test_perf.py``). Where the
+reference RoPEs fall short of 1, the cause is one of: the arithmetic of the kernel (a complex
+multiply is four products and two sums per pair, a copy none), the shape of its loop (phasors
+broadcast over heads leave an inner loop of ``head_dim / 2`` pairs), or the cost of the call
+(a compiled function's guards and wrapper). :func:`measure` times, in alternation in one process
+(:func:`~.profiling.interleaved_samples`), at ``batch × 512 × 12 × 64`` float32 for q and k:
+
+* ``copy``: a copy of the bytes the encoders' calls move (reads and writes of q, k and their outputs);
+* ``real multiply``: ``x · x`` for q and k, the same bytes through the simplest vectorised kernel;
+* ``complex multiply, broadcast over heads``: ``rope_complex``'s kernel alone;
+* ``complex multiply, phasors per head``: the same with its table as wide as ``x``;
+* ``rope_complex`` and ``rope_compiled`` (static shapes): the encoders, as the perf run calls them;
+* ``compiled call, one element``: a compiled ``x · c`` of one element, the call's cost alone.
+
+Each is stated as ×copy (the copy's median over its median), so the page says which bound holds.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .profiling import copy_call, interleaved_samples, median
+
+SEQ, HEADS, HEAD_DIM = 512, 12, 64
+
+
+def _kernels(batch: int) -> dict:
+    from ...encoders.fused import CompiledRotaryEmbedding
+    from ...encoders.rotary import RotaryEmbeddingComplex
+
+    generator = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(batch, SEQ, HEADS, HEAD_DIM, generator=generator) for _ in range(2))
+    angles = torch.arange(SEQ, dtype=torch.float32)[:, None] * RotaryEmbeddingComplex(HEAD_DIM).inv_freq.float()
+    phasors = torch.polar(torch.ones_like(angles), angles)[:, None, :]
+    per_head = phasors.expand(SEQ, HEADS, HEAD_DIM // 2).contiguous()
+    complex_rope = RotaryEmbeddingComplex(HEAD_DIM, SEQ)
+    fused = CompiledRotaryEmbedding(HEAD_DIM)
+    fused.static_shapes = True
+    one, scale = torch.randn(1), torch.randn(1)
+    compiled_scale = torch.compile(lambda x, c: x * c, dynamic=False)
+
+    def complex_multiply(table):
+        return lambda: [(t.view(torch.complex64) * table).view(torch.float32) for t in (q, k)]
+
+    return {
+        "copy": copy_call(4 * q.numel() * q.element_size(), "cpu"),
+        "real multiply (x·x)": lambda: [t * t for t in (q, k)],
+        "complex multiply, broadcast over heads": complex_multiply(phasors),
+        "complex multiply, phasors per head": complex_multiply(per_head),
+        "rope_complex": lambda: [complex_rope(t) for t in (q, k)],
+        "rope_compiled (static shapes)": lambda: [fused(t) for t in (q, k)],
+        "compiled call, one element": lambda: compiled_scale(one, scale),
+    }
+
+
+def measure(batches=(1, 8), min_time: float = 3.0) -> dict:
+    """``{batch: {kernel: ×copy}}`` and each kernel's median microseconds, timed in alternation."""
+    out = {}
+    with torch.no_grad():
+        for batch in batches:
+            samples = interleaved_samples(_kernels(batch), min_time=min_time, min_rounds=50)
+            copy = median(samples["copy"])
+            out[str(batch)] = {name: {"microseconds": median(s) * 1e6, "xcopy": copy / median(s)}
+                               for name, s in samples.items()}
+    return out
