@@ -150,7 +150,8 @@ def _call(model, ids, positions=None, mask=None, cache=None, documents=None, pac
     held = 0 if cache is None else cache.length
     if mask is None and model.traits.takes_attention_mask and not packed and not bare:
         mask = torch.ones(ids.shape[0], held + ids.shape[1], dtype=torch.long, device=ids.device)
-    positions = positions if model.traits.takes_position_ids else None
+    positions = positions if model.traits.takes_position_ids or (packed and model.traits.packing == "positions") \
+        else None
     copies = [None if t is None else {k: m.clone() for k, m in t.items()} if isinstance(t, dict) else t.clone()
               for t in (ids, positions, mask, documents)]
     with torch.no_grad():
@@ -256,11 +257,12 @@ def _first_over(errors: torch.Tensor, bound: float) -> int:
     return int(over.nonzero()[0, 0]) if bool(over.any()) else int(errors.argmax())
 
 
-def _regime(model, regime):
-    """Positions the harness passes in this regime: a function of the given ones, or None."""
+def _regime(model, regime, packs=False):
+    """Positions the harness passes in this regime: a function of the given ones, or None. ``packs``:
+    documents packed by restarting ids, which a model may read for its mask alone (Falcon's ALiBi)."""
     if regime == OWN and not model.traits.own_positions:
         raise Excluded("the model needs its positions given (traits.own_positions=False)")
-    if regime == GIVEN and not model.traits.takes_position_ids:
+    if regime == GIVEN and not model.traits.takes_position_ids and not (packs and model.traits.packing == "positions"):
         raise Excluded("the model takes no position ids: its own positions are the only regime")
     return (lambda positions: positions) if regime == GIVEN else (lambda positions: None)
 
@@ -1164,6 +1166,10 @@ def test_bf16_keeps_position_information_past_2048(record, device):
             lost.append((how, f"a query at {worst} is {distance[worst]:.3g} from the fp32 model's logits, "
                               f"{distance[worst] / noise:.3g} times its distance near the keys"))
             held[how] = _with_choices_held(fresh, paths[path], make, query, ids, worst, exact[path, worst])
+            if held[how] and held[how][0] <= DRIFT * noise:  # a choice flipped: by bf16's noise, or by the rotation?
+                restored = _with_rotation_restored(fresh, make, query, ids, worst, exact[path, worst])
+                if restored is not None and restored <= DRIFT * noise:  # the rounded rotation flipped it
+                    held[how] = None
     flipped = {how: said for how, said in held.items() if said and said[0] <= DRIFT * noises[how]}
     if lost and len(flipped) == len(lost):  # every loss gone with the fp32 model's choices held
         distance, modules = next(iter(flipped.values()))
@@ -1243,6 +1249,24 @@ def _with_choices_held(fresh, exact_query, make, query, ids, position, exact):
         choices.remove()
 
 
+def _with_rotation_restored(fresh, make, query, ids, position, exact):
+    """The way's distance from the fp32 logits at ``position`` with every rotary frequency buffer
+    (``inv_freq``) put back as the fp32 model holds it, the rest of the way (routers included) left
+    to itself; ``None`` for a model without such buffers, or one the restored buffers do not fit."""
+    frequencies = {name: buffer for name, buffer in _inner(fresh()).named_buffers() if name.endswith("inv_freq")}
+    if not frequencies:
+        return None
+    model = make()
+    inner = _inner(model)
+    for name, buffer in frequencies.items():
+        owner, _, leaf = name.rpartition(".")
+        (inner.get_submodule(owner) if owner else inner)._buffers[leaf] = buffer.clone()
+    try:
+        return _error(query(model, ids, position), exact)
+    except Exception:  # noqa: BLE001 - a way the fp32 buffers do not fit: no evidence either way
+        return None
+
+
 # ------------------------------------------------------------------ MODEL-7
 
 
@@ -1312,7 +1336,7 @@ def _packing(record, device, regime):
     fresh = Fresh(record, device)
     if fresh.traits.packing == "none":
         raise Excluded("the model declares no way to pack documents")
-    place = _regime(fresh.pristine, regime)
+    place = _regime(fresh.pristine, regime, packs=True)
     recurrent = attribution.recurrent_layers(_inner(fresh.pristine))
     if fresh.traits.packing == "positions" and recurrent:
         raise Excluded(f"the model keeps a state along the sequence ({recurrent.describe()}) and tells packed "

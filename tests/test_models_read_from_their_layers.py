@@ -725,3 +725,92 @@ def test_a_one_column_head_sizes_bf16_noise_near_the_keys_from_more_queries(tmp_
     [outcome] = _outcomes(verdicts, "MODEL-6")
     assert outcome["state"] == State.UNEXPECTEDLY_FAILING.value and "model.to(torch.bfloat16)" in outcome["message"]
     assert "autocast" not in outcome["message"], outcome["message"]
+
+
+ROUTED = textwrap.dedent('''
+    import torch
+    import transformers
+
+    def build():  # experts routed by top-2, one sliding layer of three
+        torch.manual_seed(0)
+        config = transformers.Qwen2MoeConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.2, pad_token_id=0,
+            use_sliding_window=True, sliding_window=8, max_window_layers=1, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=64, shared_expert_intermediate_size=64)
+        return transformers.Qwen2MoeForCausalLM(config).eval()
+''')
+
+
+@needs_transformers
+def test_routers_flipped_by_a_rounded_rotation_are_the_rotations_loss(tmp_path):
+    """Under ``model.to(bf16)`` a far query's routers flip: replayed from the fp32 model, the loss goes,
+    but it goes too with the rotation's ``inv_freq`` put back in fp32 and the routers left free. The
+    rounded rotation flipped them: a positional FAIL, never "a choice flipped"."""
+    verdicts = _run(tmp_path, "build", "-k", "bf16_keeps_position", source=ROUTED)
+    [outcome] = _outcomes(verdicts, "MODEL-6")
+    assert outcome["state"] == State.UNEXPECTEDLY_FAILING.value, outcome
+    assert "lost precision under model.to(torch.bfloat16)" in outcome["message"], outcome["message"]
+    assert "not positional" not in outcome["message"] and not outcome.get("blame"), outcome
+
+
+@needs_transformers
+def test_alibi_counted_from_the_mask_reads_no_position_ids_yet_packs_by_them():
+    """Falcon with ``alibi=True`` names ``position_ids`` and never reads them (its ALiBi counts the
+    mask): MODEL-1 and MODEL-6, which move ids, are n/a saying so, and MODEL-7 runs a sequence past the
+    maximum. Its mask still tells packed documents by restarting ids. Falcon with RoPE reads them."""
+    import transformers
+
+    from posenc.harness.catalogue.declarations import model_claims_for
+    from posenc.harness.catalogue.states import State as S
+    from posenc.harness.whole_models.models import traits_of
+
+    def falcon(alibi):
+        torch.manual_seed(0)
+        return transformers.FalconForCausalLM(transformers.FalconConfig(
+            vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, alibi=alibi,
+            new_decoder_architecture=False, multi_query=True, max_position_embeddings=4096)).eval()
+
+    traits = traits_of(falcon(True))
+    assert (traits.positions, traits.takes_position_ids, traits.packing) == ("alibi", False, "positions")
+    claims = model_claims_for(traits)
+    assert claims["MODEL-1"].status == S.NA and "ALiBi" in claims["MODEL-1"].reason
+    assert traits_of(falcon(False)).takes_position_ids
+
+
+@needs_transformers
+def test_rope_scaling_on_one_layer_type_is_read_whatever_the_order_of_types():
+    """Olmo 3 lists its sliding layers' default rope first and its full layers' dynamic NTK second:
+    the design read is the one that scales, with its threshold, not the first type's."""
+    import transformers
+
+    from posenc.harness.whole_models.models import _rope, traits_of
+
+    config = transformers.Olmo3Config(**{**TINY, "sliding_window": 8, "layer_types": ["sliding_attention",
+                                                                                      "full_attention"]},
+                                      rope_parameters={"sliding_attention": {"rope_type": "default"},
+                                                       "full_attention": {"rope_type": "dynamic", "factor": 2.0}})
+    model = transformers.Olmo3ForCausalLM(config).eval()
+    assert _rope(model.config)["rope_type"] == "dynamic"
+    assert traits_of(model).rescales_at == config.max_position_embeddings
+
+
+FALCON_ALIBI = textwrap.dedent('''
+    import torch
+    import transformers
+
+    def build():
+        torch.manual_seed(0)
+        return transformers.FalconForCausalLM(transformers.FalconConfig(
+            vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, alibi=True,
+            new_decoder_architecture=False, multi_query=True, max_position_embeddings=4096, initializer_range=0.2)).eval()
+''')
+
+
+@needs_transformers
+def test_alibi_that_reads_ids_for_its_mask_alone_is_judged_on_packed_documents_by_them(tmp_path):
+    """Falcon's ALiBi reads no position ids, yet its mask keeps packed documents apart by them: the
+    packed relation runs with the restarting ids given and holds, the others never give ids."""
+    verdicts = _run(tmp_path, "build", "-k", "packed_documents_match_each_document_alone_with_given",
+                    source=FALCON_ALIBI)
+    assert _cells(verdicts, "model_build")["MODEL-8"] in (State.HOLDS, State.HOLDS_PARTIAL), verdicts["outcomes"]

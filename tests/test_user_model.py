@@ -198,9 +198,12 @@ def test_a_model_with_a_vision_tower_says_where_its_pictures_are_judged():
     from posenc.harness.run.selection import _pictures_unseen
 
     model = torch.nn.Linear(2, 2)
-    model.config = SimpleNamespace(vision_config=SimpleNamespace(patch_size=2))
+    model.config = SimpleNamespace(vision_config=SimpleNamespace(patch_size=2))  # Gemma 4's towers: no M-RoPE
     unseen = _pictures_unseen(model, ModelTraits())
-    assert set(unseen) == set(VLM_CLAIMS) and "HFVisionLanguageLM" in unseen["VLM-1"].reason
+    assert set(unseen) == set(VLM_CLAIMS) and "no M-RoPE" in unseen["VLM-1"].reason
+    model.config.rope_parameters = {"rope_type": "default", "mrope_section": [2, 1, 1]}  # GLM-Image's
+    assert "no adapter here makes (HFVisionLanguageLM: AttributeError" in _pictures_unseen(model, ModelTraits())[
+        "VLM-1"].reason
     assert _pictures_unseen(model, ModelTraits(vision=True)) == {}
     model.config = SimpleNamespace()
     assert _pictures_unseen(model, ModelTraits()) == {}

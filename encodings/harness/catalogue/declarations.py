@@ -107,7 +107,9 @@ def model_claims_for(traits, overrides=None) -> dict:
     where the model takes pictures."""
     excluded = {}
     if not traits.takes_position_ids:
-        excluded["MODEL-1"] = excluded["MODEL-6"] = not_applicable("the model takes no position ids")
+        excluded["MODEL-1"] = excluded["MODEL-6"] = not_applicable(
+            "ALiBi counted from the sequence and its mask: the model reads no position ids"
+            if traits.positions == "alibi" else "the model takes no position ids")
     elif traits.positions == "absolute":
         excluded["MODEL-1"] = not_applicable("absolute positions: a shift changes every embedding")
     if not traits.takes_attention_mask:

@@ -164,12 +164,23 @@ def _pictures_unseen(model: torch.nn.Module, traits) -> dict:
     from ..catalogue.claims import VLM_CLAIMS
     from ..catalogue.records import not_applicable
 
+    from ..whole_models.models import _rope
+    from ..whole_models.vision_models import HFVisionLanguageLM
+
     config = getattr(model, "config", None)
     if traits.vision or getattr(config, "vision_config", None) is None:
         return {}
-    why = not_applicable("--model judges this model's text; its pictures' M-RoPE ids are judged on a record "
-                         "that wraps it in HFVisionLanguageLM (the Qwen2-VL family's call)")
-    return dict.fromkeys(VLM_CLAIMS, why)
+    if not _rope(config).get("mrope_section"):
+        why = "its text's positions are one id per token, no M-RoPE (the VLM relations judge M-RoPE ids)"
+    else:
+        try:
+            HFVisionLanguageLM(model, traits)
+            why = ("--model judges this model's text; its pictures' M-RoPE ids are judged on a record that wraps "
+                   "it in HFVisionLanguageLM (the Qwen2-VL family's call)")
+        except Exception as error:  # noqa: BLE001 - what it lacks is the reason
+            why = (f"--model judges this model's text; its M-RoPE ids are built by a call no adapter here makes "
+                   f"(HFVisionLanguageLM: {type(error).__name__}: {str(error).partition(chr(10))[0][:80]})")
+    return dict.fromkeys(VLM_CLAIMS, not_applicable(why))
 
 
 def select(settings: Settings, identify_timeout: float | None = None) -> Selection:

@@ -122,7 +122,7 @@ class HFCausalLM(ModelSubject):
                 derived = None  # its generate lets it count its own (Kosmos-2)
             position_ids = None if derived is None else derived[..., -input_ids.shape[1]:]  # None: its own (Reformer)
         if position_ids is not None:
-            if not self.takes_position_ids:
+            if not self.takes_position_ids and self.traits.packing != "positions":  # Falcon's ALiBi: for its mask
                 raise NotInConvention(f"{type(self.model).__name__} takes no position_ids")
             arguments["position_ids"] = position_ids
         if attention_mask is not None:
@@ -307,10 +307,15 @@ FIXED_TABLES = ("gptj", "codegen", "mpt")
 
 
 def rope_parameters(parameters) -> dict:
-    """transformers' ``rope_parameters``, flat; per layer type (Gemma 3), the first type's."""
+    """transformers' ``rope_parameters``, flat; per layer type (Gemma 3, Olmo 3), the type whose
+    rope scales (Olmo 3's YaRN on its full layers, listed after its sliding ones), else the full
+    layers', else the first type's."""
     parameters = parameters or {}
     if "rope_type" not in parameters and parameters:
-        parameters = next(iter(parameters.values()))
+        kinds = [parameters.get("full_attention"), *parameters.values()]
+        kinds = [kind for kind in kinds if isinstance(kind, dict)]
+        parameters = next((kind for kind in kinds if kind.get("rope_type", "default") != "default"),
+                          kinds[0] if kinds else {})
     return parameters if isinstance(parameters, dict) else {}
 
 
@@ -436,6 +441,9 @@ def traits_of(model: nn.Module, **given) -> ModelTraits:
         found["library"] = f"transformers {_version('transformers')} {type(model).__name__}"
         # transformers tells packed documents by position ids that restart, where the model's mask reads them
         found["packing"] = "positions" if found["takes_position_ids"] else "none"
+        if alibi and found["takes_position_ids"]:  # Falcon's ALiBi counts the mask: its ids feed the mask alone
+            found["takes_position_ids"] = _moves_logits(model, found["vocab_size"], "position_ids", positions,
+                                                        positions + torch.tensor([[0] * 7 + [5]]))
         found["table_grows"] = absolute and _computed_sinusoids(model)
         found["quadratic_attention"] = getattr(config, "_attn_implementation", None) == "eager"
         threshold = rescaling_threshold(_rope_type(config), ModelTraits(**{
@@ -630,6 +638,12 @@ def _passes_on(model: nn.Module, parameters, vocab: int, argument: str, plain, c
     the first token masked out."""
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return False
+    return _moves_logits(model, vocab, argument, plain, changed)
+
+
+def _moves_logits(model: nn.Module, vocab: int, argument: str, plain, changed) -> bool:
+    """Whether ``changed`` in place of ``plain`` as ``argument`` moves the last logits (on a copy);
+    a call that raises says so only where the model answers ids alone."""
     probe = copy.deepcopy(model).eval()
     ids = (torch.arange(8) % max(vocab - 3, 1) + 3)[None]
     try:
