@@ -67,6 +67,10 @@ PAST = 2048
 NEAR, FAR = (SEQ, SEQ + 1, SEQ + 2), (3000, 100_000)
 #: Far from its keys, a query may be this many times further from the fp32 model than near them.
 DRIFT = 4
+#: MODEL-6 also queries just below a rescaling threshold (dynamic NTK's maximum, longrope's original
+#: length) at least this far out, where every far query lies past it: only below it are the
+#: model's own (bf16-cast) frequencies read.
+BELOW_RESCALING = 512
 #: Logits near the keys that size that distance: a narrow head (a speech model's one stop column)
 #: takes more near queries, up to NEAR_MOST.
 NEAR_SAMPLES, NEAR_MOST = 48, 24
@@ -263,7 +267,9 @@ def _regime(model, regime, packs=False):
     if regime == OWN and not model.traits.own_positions:
         raise Excluded("the model needs its positions given (traits.own_positions=False)")
     if regime == GIVEN and not model.traits.takes_position_ids and not (packs and model.traits.packing == "positions"):
-        raise Excluded("the model takes no position ids: its own positions are the only regime")
+        raise Excluded("ALiBi counted from the sequence and its mask: the model reads no position ids, its own "
+                       "positions are the only regime" if model.traits.positions == "alibi" else
+                       "the model takes no position ids: its own positions are the only regime")
     return (lambda positions: positions) if regime == GIVEN else (lambda positions: None)
 
 
@@ -737,6 +743,10 @@ def _plan(fresh, short: bool) -> tuple[plan.Decode, dict]:
     own = plan.decode_plan(fresh.traits)
     if (short or _FOCUS.get("plan") == "short") and own != plan.SHORT:
         return plan.SHORT, {"plan": "short"}
+    rescale = fresh.traits.rescales_at
+    if rescale is not None and own.prefill < rescale <= own.last:
+        return own, {"rescales at": f"{rescale}: the model's frequencies change with a call's largest position there "
+                                    "(its rope type), so keys cached before it keep the rotation they were made with"}
     return own, {}
 
 
@@ -1130,6 +1140,9 @@ def test_bf16_keeps_position_information_past_2048(record, device):
             raise Excluded(f"every attention layer slides a window of {reach} (config.sliding_window): no query "
                            f"attends a key more than {reach - 1} positions back, never past {PAST}")
         far = sorted({min(p, reach - 1) for p in far})
+    rescale = record.model.rescales_at  # past it dynamic NTK's and longrope's frequencies are formed anew, in fp32
+    if rescale is not None and BELOW_RESCALING <= rescale - 1 < min(far):
+        far = [rescale - 1, *far]
     paths = {"in one pass": _query_after_keys, "decoded with the cache": _query_decoded_after_keys}
     if not _continues(record, device):  # a cache the harness cannot continue: the one pass alone
         del paths["decoded with the cache"]
@@ -1152,6 +1165,7 @@ def test_bf16_keeps_position_information_past_2048(record, device):
     ways = {**{f"model.to(torch.bfloat16), {path}": (cast, query, path) for path, query in paths.items()},
             **{f"bf16 autocast, {path}": (fresh, under_autocast(query), path) for path, query in paths.items()}}
     noises, lost, failed, held = {}, [], {}, {}
+    chooses = _chooses(fresh, _query_after_keys, ids, NEAR[0])
     for how, (make, query, path) in ways.items():
         try:
             distance = {p: _error(query(make(), ids, p), exact[path, p]) for p in (*near, *far)}
@@ -1159,12 +1173,21 @@ def test_bf16_keeps_position_information_past_2048(record, device):
             error = violation.details.get("message", "")
             failed[how] = f"{_summary(violation)}" + (f" ({error})" if error else "")
             continue
-        noise = noises[how] = max(max(distance[p] for p in near),
+        near_distance = {p: distance[p] for p in near}
+        if chooses:  # a choice flipped near the keys is no rounding of the rotation: there, the fp32 choices
+            for p in near:
+                said = _with_choices_held(fresh, paths[path], make, query, ids, p, exact[path, p])
+                near_distance[p] = min(near_distance[p], said[0]) if said else near_distance[p]
+        noise = noises[how] = max(max(near_distance.values()),
                                   torch.finfo(torch.bfloat16).eps * float(exact[path, NEAR[0]].abs().max()))
         worst = max(far, key=lambda p: distance[p] if distance[p] == distance[p] else float("inf"))
-        if not distance[worst] <= DRIFT * noise:
+        if not distance[worst] <= DRIFT * noise:  # a rotation that lost precision moves the position before alike
+            before = _error(query(make(), ids, worst - 1), paths[path](fresh(), ids, worst - 1))
+            if before <= DRIFT * noise:
+                continue  # one position's spike of bf16's noise, not the rotation's loss
             lost.append((how, f"a query at {worst} is {distance[worst]:.3g} from the fp32 model's logits, "
-                              f"{distance[worst] / noise:.3g} times its distance near the keys"))
+                              f"{distance[worst] / noise:.3g} times its distance near the keys "
+                              f"({before:.3g} at {worst - 1})"))
             held[how] = _with_choices_held(fresh, paths[path], make, query, ids, worst, exact[path, worst])
             if held[how] and held[how][0] <= DRIFT * noise:  # a choice flipped: by bf16's noise, or by the rotation?
                 restored = _with_rotation_restored(fresh, make, query, ids, worst, exact[path, worst])
@@ -1227,6 +1250,18 @@ def test_bf16_keeps_position_information_past_2048(record, device):
                 ": the model has no rotary module, position table or relative bias (NoPE, or positions of its own)")
             s.undecided(f"no teeth for {how}: a query one position further, far from its keys, moves the logits by "
                         f"{moved:.2e}, under {2 * DRIFT} times bf16's own distance ({noise:.2e}){none}")
+
+
+def _chooses(fresh, query, ids, position) -> bool:
+    """Whether the model makes discrete choices (a router's top-k) on ``query`` at ``position``."""
+    choices = attribution.Selections().record(_inner(model := fresh()))
+    try:
+        query(model, ids, position)
+    except Exception:  # noqa: BLE001 - a model that cannot answer so shows no choices
+        return False
+    finally:
+        choices.remove()
+    return bool(choices.recorded)
 
 
 def _with_choices_held(fresh, exact_query, make, query, ids, position, exact):

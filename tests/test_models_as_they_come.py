@@ -602,6 +602,20 @@ def test_an_eager_attention_model_decodes_across_a_threshold_through_a_long_pref
     assert plan.decode_plan(ModelTraits(max_position=4096, quadratic_attention=True)).length == 4096 + plan.ACROSS
 
 
+def test_a_decode_crosses_longrope_s_original_length_below_its_maximum():
+    """Longrope switches to its long factors past its original length (1024 here, maximum 4096): the
+    cached keys keep the short factors' rotation, so a decode must cross 1024, not only 4096."""
+    from posenc.harness.whole_models import model_plan as plan
+
+    longrope = ModelTraits(max_position=4096, original_max_position=1024, rescales_at=1024)
+    assert plan.decode_plan(longrope) == plan.Decode(1024 - plan.ACROSS, 1024 + plan.ACROSS)
+    assert sum(plan.chunk_plan(longrope)[:1]) < 1024 < sum(plan.chunk_plan(longrope))
+    early = ModelTraits(max_position=4096, original_max_position=128, rescales_at=128)
+    assert plan.decode_plan(early) == plan.Decode(plan.PREFILL, 128 + 8)  # every token across it
+    unscaled = ModelTraits(max_position=4096, original_max_position=1024)  # yarn: no rescaling by length
+    assert plan.decode_plan(unscaled) == plan.Decode(4096 - plan.ACROSS, 4096 + plan.ACROSS)
+
+
 @needs_transformers
 def test_a_model_that_continues_one_token_at_a_time_reads_n_a_on_chunks_and_its_pads_are_blamed_on_positions(tmp_path):
     """ProphetNet refuses a multi-token call with its cache, saying so, and takes one token: its
@@ -810,3 +824,51 @@ def test_position_ids_passed_on_through_kwargs_are_taken_and_swallowed_ones_are_
     for model, takes in ((PassesThem(), True), (SwallowsThem(), False)):
         parameters = inspect.signature(model.forward).parameters
         assert _passes_on(model, parameters, 128, "position_ids", near, near + torch.tensor([[0] * 7 + [5]])) is takes
+
+
+def test_llama_4_s_attention_temperature_is_a_configured_design_where_its_windows_reach_the_floor():
+    """``attn_temperature_tuning`` scales the queries of layers without RoPE from position
+    ``floor_scale − 1``: declared on MODEL-1 and MODEL-7 where their windows reach it, not where no
+    layer goes without RoPE or the floor lies past every window."""
+    traits = ModelTraits(max_position=4096)
+    tuned = {"model_type": "llama4_text", "attn_temperature_tuning": True, "floor_scale": 64, "attn_scale": 0.1,
+             "no_rope_layers": [1, 0]}
+    found = configured_designs(tuned, traits)
+    assert set(found) == {"MODEL-1", "MODEL-7"}, found
+    assert all(why.startswith(CONFIGURED) and "⌊(p + 1) / 64⌋" in why for why, _ in found.values())
+    assert configured_designs({**tuned, "no_rope_layers": [1, 1]}, traits) == {}
+    assert configured_designs({**tuned, "floor_scale": 8192}, traits) == {}
+    assert set(configured_designs({**tuned, "floor_scale": 4120}, traits)) == {"MODEL-7"}  # past MODEL-1's reach
+
+
+LONGROPE = MODELS + textwrap.dedent('''
+    def longrope():
+        half = 8  # head_dim 16
+        config = transformers.LlamaConfig(**{**COMMON, "max_position_embeddings": 4096}, rope_parameters={
+            "rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 1024,
+            "short_factor": [1.0 + 0.05 * i for i in range(half)], "long_factor": [2.0 + i for i in range(half)]})
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+
+    def dynamic():
+        config = transformers.LlamaConfig(**{**COMMON, "max_position_embeddings": 2048}, rope_parameters={
+            "rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+''')
+
+
+@needs_transformers
+def test_longrope_is_decoded_across_its_original_length_and_queried_in_bf16_below_it(tmp_path):
+    """Longrope turns to its long factors past its original length (1024), below its maximum (4096):
+    the keys cached before it keep the short factors' rotation, so a decode across 1024 parts from a
+    fresh pass (MODEL-2, positional). Dynamic NTK forms its frequencies anew, in fp32, past its
+    maximum (2048): only below it are the model's own, cast to bf16 by ``model.to``, read, so MODEL-6
+    fails at 2047, where its far queries at 3000 and 100000 hold."""
+    verdicts = _run(tmp_path, "longrope", "-k", "decoding_matches_each_prefix_with_given", source=LONGROPE)
+    assert _cells(verdicts, "model_longrope")["MODEL-2"] == State.UNEXPECTEDLY_FAILING
+    decode = next(o for o in _outcomes(verdicts, "MODEL-2") if o["state"] == State.UNEXPECTEDLY_FAILING)
+    assert "position 1024, after a prefill of 1020" in decode["message"], decode["message"]
+    assert decode["blame"] == "", decode["blame"]  # the positions': no other component named
+    (tmp_path / "dynamic").mkdir()
+    verdicts = _run(tmp_path / "dynamic", "dynamic", "-k", "bf16", source=LONGROPE)
+    bf16 = _outcomes(verdicts, "MODEL-6")[0]
+    assert bf16["state"] == State.UNEXPECTEDLY_FAILING and "a query at 2047" in bf16["message"], bf16["message"]

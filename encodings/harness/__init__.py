@@ -33,7 +33,7 @@ STAGES: dict[str, tuple[int, tuple[str, ...]]] = {
     "verdicts": (1, ("matrix", "reports", "html_report", "width", "journal", "primary")),
     "identify": (2, ("identification", "axes_identification")),
     "whole_models": (2, ("models", "model_subject", "model_plan", "torchtune_lm", "vision_models", "attribution")),
-    "performance": (2, ("profiling", "summaries", "plots", "history", "machine", "perf_report")),
+    "performance": (2, ("profiling", "kernel_floors", "summaries", "plots", "history", "machine", "perf_report")),
     "cases": (3, ("parametrization", "execution", "isolation", "judge", "running", "process", "parallel",
                   "scheduling", "collector")),
     "run": (4, ("options", "session", "selection", "terminal", "benchmark_gates", "finishing")),

@@ -175,8 +175,9 @@ def _pictures_unseen(model: torch.nn.Module, traits) -> dict:
     else:
         try:
             HFVisionLanguageLM(model, traits)
-            why = ("--model judges this model's text; its pictures' M-RoPE ids are judged on a record that wraps "
-                   "it in HFVisionLanguageLM (the Qwen2-VL family's call)")
+            why = ("--model judges this model's text; its pictures' M-RoPE ids are judged by a record that wraps "
+                   "it in HFVisionLanguageLM (the Qwen2-VL family's call), as posenc.ecosystem's vlm_* do: "
+                   "docs/findings/multiaxis.md")
         except Exception as error:  # noqa: BLE001 - what it lacks is the reason
             why = (f"--model judges this model's text; its M-RoPE ids are built by a call no adapter here makes "
                    f"(HFVisionLanguageLM: {type(error).__name__}: {str(error).partition(chr(10))[0][:80]})")

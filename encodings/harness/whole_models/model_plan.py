@@ -65,15 +65,17 @@ def thresholds(traits: ModelTraits) -> list[int]:
 
 
 def decode_plan(traits: ModelTraits) -> Decode:
-    """Across the highest threshold that is affordable (every token up to :data:`DECODE_EVERY`,
-    through a long prefill up to :data:`DECODE_NEAR`), else 40 tokens; inside a table."""
+    """Across the rescaling threshold where it is affordable (there a cache's keys and a fresh pass
+    part: longrope's original length lies below its maximum), else the highest threshold that is
+    (every token up to :data:`DECODE_EVERY`, through a long prefill up to :data:`DECODE_NEAR`), else
+    40 tokens; inside a table."""
     if traits.table_limited:
         return Decode(PREFILL, min(40, traits.max_position))
     near = DECODE_NEAR_QUADRATIC if traits.quadratic_attention else DECODE_NEAR
     reachable = [t for t in thresholds(traits) if t <= near]
     if not reachable:
         return SHORT
-    top = reachable[-1]
+    top = traits.rescales_at if traits.rescales_at in reachable else reachable[-1]
     if top <= DECODE_EVERY:
         return Decode(PREFILL, max(40, top + 8))
     return Decode(top - ACROSS, top + ACROSS)
@@ -188,6 +190,10 @@ def configured_designs(config: dict, traits: ModelTraits) -> dict[str, tuple[str
     * ``rope_parameters.llama_4_scaling_beta`` β (Ministral 3, Mistral 4): queries are scaled by
       ``1 + β·log(1 + ⌊p / L⌋)`` with ``L`` the original length, so from position ``L`` a window
       turns otherwise than the window at 0 (MODEL-7 where its windows reach ``L``);
+    * ``attn_temperature_tuning`` with ``floor_scale`` F and ``attn_scale`` s (Llama 4): the queries of
+      layers without RoPE (``no_rope_layers`` 0) are scaled by ``1 + s·log(1 + ⌊(p + 1) / F⌋)``, so
+      from position ``F − 1`` a window turns otherwise than the window at 0 (MODEL-1 where its
+      shifts reach it, MODEL-7 where its windows do);
     * ``model_type == "recurrent_gemma"``: the RG-LRU takes position 0 for a sequence start (its
       input there is not scaled by ``√(1 − a²)``), so a window from 0 differs from a shifted one
       (MODEL-1).
@@ -202,6 +208,16 @@ def configured_designs(config: dict, traits: ModelTraits) -> dict[str, tuple[str
             length = int(original)
             found["MODEL-7"] = (f"{CONFIGURED}llama_4_scaling_beta {beta} scales queries by 1 + β·log(1 + ⌊p / "
                                 f"{length}⌋): a window past {length} turns otherwise than the window at 0", ())
+    floor, nope = config.get("floor_scale"), 0 in (config.get("no_rope_layers") or ())
+    if config.get("attn_temperature_tuning") and floor and nope:
+        start = int(floor) - 1
+        said = (f"{CONFIGURED}attn_temperature_tuning scales the queries of layers without RoPE by 1 + "
+                f"{config.get('attn_scale')}·log(1 + ⌊(p + 1) / {int(floor)}⌋): a window past {start} turns "
+                "otherwise than the window at 0")
+        if shifts(traits) and crosses(max(shifts(traits)) + shift_window(traits), start):
+            found["MODEL-1"] = (said, ())
+        if traits.max_position is not None and crosses(max(past_windows(traits)) + SEQ - 1, start):
+            found["MODEL-7"] = (said, ())
     if config.get("model_type") == "recurrent_gemma":
         found["MODEL-1"] = (f"{CONFIGURED}RecurrentGemma's RG-LRU takes position 0 for a sequence start (its input "
                             "there is not scaled by √(1 − a²)): a window from 0 differs from a shifted one", ())
