@@ -872,3 +872,33 @@ def test_longrope_is_decoded_across_its_original_length_and_queried_in_bf16_belo
     verdicts = _run(tmp_path / "dynamic", "dynamic", "-k", "bf16", source=LONGROPE)
     bf16 = _outcomes(verdicts, "MODEL-6")[0]
     assert bf16["state"] == State.UNEXPECTEDLY_FAILING and "a query at 2047" in bf16["message"], bf16["message"]
+
+
+QWEN2_VL = MODELS + textwrap.dedent('''
+    def qwen2_vl():
+        config = transformers.Qwen2VLConfig(
+            text_config=dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                             rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e4},
+                             initializer_range=0.2, bos_token_id=1, eos_token_id=2),
+            vision_config=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14,
+                               spatial_merge_size=2, temporal_patch_size=2),
+            image_token_id=120, video_token_id=121, vision_start_token_id=122, vision_end_token_id=123,
+            initializer_range=0.2)
+        return transformers.Qwen2VLForConditionalGeneration._from_config(config, attn_implementation="eager")
+''')
+
+
+@needs_transformers
+def test_an_m_rope_model_packs_documents_by_the_text_row_its_mask_reads(tmp_path):
+    """Qwen2-VL's mask reads packed documents from a text row put before its three M-RoPE axes,
+    position ids (4, batch, seq), and not from (batch, seq) ones: MODEL-8 packs in that form and
+    holds; the same row in (batch, seq) form leaks across documents."""
+    from posenc.harness.whole_models.models import reads_packed_positions
+
+    namespace: dict = {}
+    exec(QWEN2_VL, namespace)  # noqa: S102 - the test's own source
+    model = namespace["qwen2_vl"]().eval()
+    assert not reads_packed_positions(model) and reads_packed_positions(model, text_row=True)
+    verdicts = _run(tmp_path, "qwen2_vl", "-k", "packed_documents_match_each_document_alone", source=QWEN2_VL)
+    assert _cells(verdicts, "model_qwen2_vl")["MODEL-8"] == State.HOLDS, _outcomes(verdicts, "MODEL-8")

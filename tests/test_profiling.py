@@ -346,3 +346,16 @@ def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_ba
     assert "| rope_complex | 10, 0.50 | 80, 0.50 |" in lines
     assert "| compiled call, one element | 10 | 80 |" in lines
     assert _floor_lines({}) == []
+
+
+def test_each_kernel_floor_is_timed_right_after_a_copy_as_the_perf_run_times_an_encoder():
+    """The perf run times a copy as each round's setup, then the encoder: the floors pair them alike
+    (a copy's cache state decides its speed at batch 1), taking the kernels in turn."""
+    from posenc.harness.performance import kernel_floors
+
+    log = []
+    kernels = {"copy": lambda: log.append("copy"), "a": lambda: log.append("a"), "b": lambda: log.append("b")}
+    samples = kernel_floors._after_copies(kernels, kernels["copy"], min_time=0.0, min_rounds=3)
+    timed = log[4:]  # after one warm-up pair each
+    assert timed[0::2] == ["copy"] * 6 and timed[1::2] == ["a", "b", "b", "a", "a", "b"], timed
+    assert all(len(before) == len(own) == 3 for before, own in samples.values()) and set(samples) == {"a", "b"}

@@ -226,7 +226,7 @@ def _floor_lines(data: dict) -> list[str]:
         return []
     batches = sorted(floors, key=int)
     size = f"{kernel_floors.SEQ} × {kernel_floors.HEADS} × {kernel_floors.HEAD_DIM}"
-    lines = ["", f"What bounds them: the kernels alone, timed alternately in one process after the runs, "
+    lines = ["", f"What bounds them: the kernels alone, measured after the runs, each timed right after a copy as in them, "
                  f"forward, float32, q and k of {size} (`posenc.harness.performance.kernel_floors`):", "",
              "| kernel | " + " | ".join(f"batch {b}: µs, ×copy" for b in batches) + " |",
              "|---|" + "---:|" * len(batches)]

@@ -124,10 +124,19 @@ class HFCausalLM(ModelSubject):
         if position_ids is not None:
             if not self.takes_position_ids and self.traits.packing != "positions":  # Falcon's ALiBi: for its mask
                 raise NotInConvention(f"{type(self.model).__name__} takes no position_ids")
+            if packed and position_ids.ndim == 2 and self._packs_by_text_row():
+                position_ids = position_ids[None].expand(4, *position_ids.shape)  # text row, then t, h, w alike
             arguments["position_ids"] = position_ids
         if attention_mask is not None:
             arguments["attention_mask"] = attention_mask
         return self._answer(arguments, cache)
+
+    def _packs_by_text_row(self) -> bool:
+        """Whether the model's mask reads packed documents only from a text row put before its
+        M-RoPE ids, (4, batch, seq), as Qwen2-VL's does, and not from (batch, seq) ids."""
+        if getattr(self, "_text_row", None) is None:
+            self._text_row = not reads_packed_positions(self.model) and reads_packed_positions(self.model, True)
+        return self._text_row
 
     def _generation_drops_position_ids(self, input_ids, attention_mask, position_ids) -> bool:
         """Whether the model's ``prepare_inputs_for_generation`` drops the position ids ``generate``
@@ -589,11 +598,13 @@ def window_masks(model: nn.Module, queries: torch.Tensor, keys: torch.Tensor, ca
     return masks
 
 
-def reads_packed_positions(model: nn.Module) -> bool:
+def reads_packed_positions(model: nn.Module, text_row: bool = False) -> bool:
     """Whether the model's mask reads packed documents off restarting position ids: transformers'
     ``masking_utils`` looks for them only where a model hands its mask the position ids (BERT's,
     BioGPT's and XGLM's do not: no packed-sequence support). One call on tokens 0…2 twice; a model
-    that cannot be so called is taken to read them (its relation then blames the positions)."""
+    that cannot be so called is taken to read them (its relation then blames the positions).
+    ``text_row``: the ids as an M-RoPE model takes packed ones, a text row before its three axes,
+    (4, batch, seq) (Qwen2-VL's mask reads that row alone); a model that cannot be so called does not."""
     import transformers.masking_utils as masking
 
     if not hasattr(masking, "find_packed_sequence_indices"):
@@ -608,10 +619,11 @@ def reads_packed_positions(model: nn.Module) -> bool:
     masking.find_packed_sequence_indices = spy
     try:
         with torch.no_grad():
+            positions = torch.tensor([[0, 1, 2, 0, 1, 2]], device=device)
             model(torch.ones(1, 6, dtype=torch.long, device=device), use_cache=False,
-                  position_ids=torch.tensor([[0, 1, 2, 0, 1, 2]], device=device))
+                  position_ids=positions[None].expand(4, 1, 6) if text_row else positions)
     except Exception:  # noqa: BLE001 - not callable so: judged by the relation itself
-        return True
+        return not text_row
     finally:
         masking.find_packed_sequence_indices = original
     return bool(seen)
