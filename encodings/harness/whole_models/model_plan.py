@@ -212,8 +212,8 @@ def configured_designs(config: dict, traits: ModelTraits) -> dict[str, tuple[str
     if config.get("attn_temperature_tuning") and floor and nope:
         start = int(floor) - 1
         said = (f"{CONFIGURED}attn_temperature_tuning scales the queries of layers without RoPE by 1 + "
-                f"{config.get('attn_scale')}·log(1 + ⌊(p + 1) / {int(floor)}⌋): a window past {start} turns "
-                "otherwise than the window at 0")
+                f"{config.get('attn_scale')}·log(1 + ⌊(p + 1) / {int(floor)}⌋), p the query's position: a window "
+                f"past {start} turns otherwise than the window at 0")
         if shifts(traits) and crosses(max(shifts(traits)) + shift_window(traits), start):
             found["MODEL-1"] = (said, ())
         if traits.max_position is not None and crosses(max(past_windows(traits)) + SEQ - 1, start):
