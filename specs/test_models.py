@@ -1182,7 +1182,7 @@ def test_bf16_keeps_position_information_past_2048(record, device):
                 near_distance[p] = min(near_distance[p], said[0]) if said else near_distance[p]
         noise = noises[how] = max(max(near_distance.values()),
                                   torch.finfo(torch.bfloat16).eps * float(exact[path, NEAR[0]].abs().max()))
-        worst, evidence = None, ""
+        worst, evidence, restored = None, "", None
         for p in sorted(far, key=lambda p: -distance[p] if distance[p] == distance[p] else -float("inf")):
             if distance[p] <= DRIFT * noise:
                 break
@@ -1200,10 +1200,9 @@ def test_bf16_keeps_position_information_past_2048(record, device):
             lost.append((how, f"a query at {worst} is {distance[worst]:.3g} from the fp32 model's logits, "
                               f"{distance[worst] / noise:.3g} times its distance near the keys ({evidence})"))
             held[how] = _with_choices_held(fresh, paths[path], make, query, ids, worst, exact[path, worst])
-            if held[how] and held[how][0] <= DRIFT * noise:  # a choice flipped: by bf16's noise, or by the rotation?
-                restored = _with_rotation_restored(fresh, make, query, ids, worst, exact[path, worst])
-                if restored is not None and restored <= DRIFT * noise:  # the rounded rotation flipped it
-                    held[how] = None
+            # a choice flipped: by bf16's noise, or by the rounded rotation (its fp32 frequencies, above, undo it)?
+            if held[how] and held[how][0] <= DRIFT * noise and restored is not None and restored <= DRIFT * noise:
+                held[how] = None
     flipped = {how: said for how, said in held.items() if said and said[0] <= DRIFT * noises[how]}
     if lost and len(flipped) == len(lost):  # every loss gone with the fp32 model's choices held
         distance, modules = next(iter(flipped.values()))
