@@ -902,3 +902,30 @@ def test_an_m_rope_model_packs_documents_by_the_text_row_its_mask_reads(tmp_path
     assert not reads_packed_positions(model) and reads_packed_positions(model, text_row=True)
     verdicts = _run(tmp_path, "qwen2_vl", "-k", "packed_documents_match_each_document_alone", source=QWEN2_VL)
     assert _cells(verdicts, "model_qwen2_vl")["MODEL-8"] == State.HOLDS, _outcomes(verdicts, "MODEL-8")
+
+
+PARTIAL_ROTARY = MODELS + textwrap.dedent('''
+    def mimo_v2_flash():
+        config = transformers.AutoConfig.for_model(
+            "mimo_v2_flash", vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+            num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=24, v_head_dim=16,
+            n_routed_experts=4, num_experts_per_tok=2, sliding_window=64,
+            layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+            mlp_layer_types=["dense", "sparse", "sparse", "sparse"],
+            rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.334},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.334}},
+            max_position_embeddings=4096, initializer_range=0.2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+''')
+
+
+@needs_transformers
+def test_bf16_loss_is_judged_on_several_rows_of_tokens(tmp_path):
+    """MiMo-V2-Flash rotates a third of each head: ``model.to(bf16)`` rounds its ``inv_freq``, and a
+    query at 100000 lands 3 to 5.6 from the fp32 logits on most rows of tokens, 0.5 (under four
+    times bf16's noise near the keys) on the one row MODEL-6 once judged alone."""
+    verdicts = _run(tmp_path, "mimo_v2_flash", "-k", "bf16", source=PARTIAL_ROTARY)
+    bf16 = _outcomes(verdicts, "MODEL-6")[0]
+    assert bf16["state"] == State.UNEXPECTEDLY_FAILING, bf16["message"]
+    assert "the rotation lost precision" in bf16["message"], bf16["message"]
