@@ -329,8 +329,8 @@ def test_the_perf_benchmark_alternates_short_and_full_runs():
 
 
 def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_batch():
-    """The complex kernels timed as floors give ``rope_complex``'s q and k; the real multiply and
-    the copy move the same bytes; the page states each kernel at each batch, the one-element
+    """The complex kernels timed as floors give ``rope_complex``'s q and k; the clone, the real
+    multiply and the copy move the same bytes, of q and k; the page states each kernel at each batch, the one-element
     compiled call in microseconds only."""
     from posenc.harness.performance import kernel_floors
     from posenc.tools.perf_figures import _floor_lines
@@ -340,7 +340,10 @@ def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_ba
     for name in ("complex multiply, broadcast over heads", "complex multiply, phasors per head"):
         for got, want in zip(kernels[name](), rope):
             assert torch.equal(got, want), name
-    assert sum(t.numel() for t in kernels["real multiply (x·x)"]()) * 4 * 2 == 4 * 512 * 12 * 64 * 4
+    for name in ("real multiply (x·x)", "new outputs, nothing computed (clone)"):
+        assert sum(t.numel() for t in kernels[name]()) * 4 * 2 == 4 * 512 * 12 * 64 * 4, name
+    q_and_k = kernels["new outputs, nothing computed (clone)"]()
+    assert all(torch.equal(t * t, square) for t, square in zip(q_and_k, kernels["real multiply (x·x)"]()))
     floors = {b: {n: {"microseconds": 10.0 * int(b), "xcopy": 0.5} for n in kernels} for b in ("1", "8")}
     lines = _floor_lines({"floors": floors})
     assert "| rope_complex | 10, 0.50 | 80, 0.50 |" in lines

@@ -9,6 +9,8 @@ perf run times an encoder (the copy is pytest-benchmark's setup before each roun
 taken in turn round by round, at ``batch × 512 × 12 × 64`` float32 for q and k:
 
 * ``copy``: a copy of the bytes the encoders' calls move (reads and writes of q, k and their outputs);
+* ``new outputs, nothing computed``: ``x.clone()`` for q and k, the least any encoder that returns
+  new tensors does (an allocation, and writes where the last round did not write);
 * ``real multiply``: ``x · x`` for q and k, the same bytes through the simplest vectorised kernel;
 * ``complex multiply, broadcast over heads``: ``rope_complex``'s kernel alone;
 * ``complex multiply, phasors per head``: the same with its table as wide as ``x``;
@@ -51,6 +53,7 @@ def _kernels(batch: int) -> dict:
 
     return {
         "copy": copy_call(4 * q.numel() * q.element_size(), "cpu"),
+        "new outputs, nothing computed (clone)": lambda: [t.clone() for t in (q, k)],
         "real multiply (x·x)": lambda: [t * t for t in (q, k)],
         "complex multiply, broadcast over heads": complex_multiply(phasors),
         "complex multiply, phasors per head": complex_multiply(per_head),
