@@ -93,6 +93,19 @@ def test_roofline_ratio_is_copy_time_over_call_time():
     assert r["roofline_ratio"] == pytest.approx(0.2)
 
 
+def test_one_profiled_call_gives_the_peak_and_the_counts_of_two():
+    """The perf run profiles a benchmark's call once: its memory events do not change the counts."""
+    from posenc.harness.catalogue.registry import get
+
+    for name, backward in (("rope_interleaved", False), ("attention_rope", True)):
+        work = profiling.make_workload(get(name), seq=64, d_model=64, n_heads=4, backward=backward)
+        source, counts = profiling.profile_call(work.call, "cpu")
+        alone = profiling.count_ops(work.call, "cpu")
+        assert (counts["op_count"], counts["kernel_count"]) == (alone["op_count"], alone["kernel_count"]), name
+        assert str(source) == str(profiling.peak_source(work.call, "cpu")), name
+        assert 0 < work.forward_seconds < 10, name
+
+
 def test_op_and_kernel_counts():
     x = torch.randn(64)
     counts = profiling.count_ops(lambda: (x + 1).view(8, 8).mul(2), "cpu")

@@ -81,6 +81,7 @@ class Workload:
     grads: tuple[torch.Tensor, ...] = ()
     min_bytes: int = 0
     static: dict = field(default_factory=dict)
+    forward_seconds: float = 0.0  # one forward, timed after the warm-up (a lower bound on a call)
 
     def forward(self):
         return tuple(self.module(t) for t in self.inputs)
@@ -152,8 +153,11 @@ def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, 
     work = Workload(record.name, record.kind, module, inputs, backward, device, grads)
     for _ in range(max(warmup, 1)):
         work.call()
+    start = time.perf_counter()
     with torch.no_grad():
         outputs = work.forward()
+    synchronize(device)
+    work.forward_seconds = time.perf_counter() - start
     params = [p for p in module.parameters() if p.requires_grad]
     once = tensor_bytes(inputs) + tensor_bytes(outputs) + tensor_bytes(params)
     work.min_bytes = 2 * once if backward else once
@@ -257,6 +261,12 @@ def peak_source_from_trace(events: list[dict], cuda: bool = False) -> PeakSource
 def peak_source(fn: Callable[[], object], device: str) -> PeakSource:
     """Which operator allocated the largest block alive at one ``fn()``'s peak (from the trace's
     memory events: every allocation and free, with its address)."""
+    return profile_call(fn, device)[0]
+
+
+def profile_call(fn: Callable[[], object], device: str) -> tuple[PeakSource, dict[str, int]]:
+    """:func:`peak_source` and :func:`count_ops` of one profiled ``fn()``: a perf run profiles each
+    benchmark's call once."""
     import json
     import tempfile
 
@@ -272,7 +282,7 @@ def peak_source(fn: Callable[[], object], device: str) -> PeakSource:
         path = Path(directory) / "trace.json"
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text())["traceEvents"]
-    return peak_source_from_trace(events, cuda=on_cuda)
+    return peak_source_from_trace(events, cuda=on_cuda), _counts(prof, on_cuda)
 
 
 def peak_memory(fn: Callable[[], object], device: str) -> int:
@@ -491,6 +501,10 @@ def count_ops(fn: Callable[[], object], device: str) -> dict[str, int]:
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
         fn()
+    return _counts(prof, on_cuda)
+
+
+def _counts(prof, on_cuda: bool) -> dict[str, int]:
     events = prof.events()
     aten = [e for e in events if e.name.startswith("aten::")]
     ops = sum(1 for e in aten if not _aten_ancestor(e))
