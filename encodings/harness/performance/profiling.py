@@ -53,7 +53,7 @@ class PerfLength:
 
 #: ``--perf-length``: ``short`` bounds the rounds, which moves no ratio beyond its noise
 #: (``python -m posenc perf-benchmark`` measures both); ``full`` is pytest-benchmark's own length.
-PERF_LENGTHS = {"short": PerfLength(0.15, 3, 0.15, 3, 0.6, 10, 1),
+PERF_LENGTHS = {"short": PerfLength(0.12, 3, 0.15, 3, 0.6, 10, 1),
                 "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2)}
 
 
