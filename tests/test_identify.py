@@ -28,6 +28,7 @@ EXPECTED = {
     "rope_interleaved": ("interleaved", 16, "default", {"base": 10000.0}),
     "rope_complex": ("interleaved", 16, "default", {"base": 10000.0}),
     "rope_compiled": ("interleaved", 16, "default", {"base": 10000.0}),
+    "rope_inplace": ("interleaved", 16, "default", {"base": 10000.0}),
     "rope_half_split": ("half_split", 16, "default", {"base": 10000.0}),
     "rope_concatenated": ("concatenated", 16, "default", {"base": 10000.0}),
     "rope_cos_sin": ("half_split", 16, "default", {"base": 10000.0}),

@@ -17,6 +17,7 @@ from ...encoders.attention import LinearAttentionRoPE, RoPEAttention
 from ...encoders.dynamic import DynamicPositionalEncoding
 from ...encoders.fused import CompiledRotaryEmbedding
 from ...encoders.hybrid import HybridPositionalEncoding
+from ...encoders.native import InPlaceRotaryEmbedding
 from ...encoders.qk_rotary import CosSinRotaryEmbedding, XPosRotaryEmbedding, apply_rotary_cos_sin, xpos_scale
 from ...encoders.rotary import MultiHeadRotaryEmbedding, RotaryEmbeddingComplex
 from ...encoders.scaling import frequencies as schedules
@@ -264,6 +265,11 @@ BUILTIN_RECORDS: tuple[EncoderRecord, ...] = (
         "rope_compiled", INTERLEAVED, build=lambda c: placed(CompiledRotaryEmbedding(c.head_dim, base=c.base), c),
         source="000 §3.1, 004 §3.2",
         description="interleaved RoPE fused into one torch.compile kernel (C++ on CPU, Triton on CUDA)",
+    ),
+    rotary_record(
+        "rope_inplace", INTERLEAVED, build=lambda c: placed(InPlaceRotaryEmbedding(c.head_dim, base=c.base), c),
+        source="000 §3.1, 004 §3.2",
+        description="interleaved RoPE by a vectorised C kernel that can rotate q and k where they lie",
     ),
     EncoderRecord(
         name="alibi",

@@ -33,7 +33,9 @@ VARIABLES = {
     "POSENC_MATRIX_DIR": "--matrix-dir",
     "POSENC_MATRIX": "--matrix",
     "POSENC_HYPOTHESIS_PROFILE": "--hypothesis-profile",
-    "POSENC_FUSED_STRICT": "compile failures of rope_compiled raise (1, true, yes, on) or fall back (0, false, no, off)",
+    "POSENC_FUSED_STRICT": "compile failures of rope_compiled and rope_inplace raise (1, true, yes, on) or fall "
+                           "back to eager (0, false, no, off)",
+    "POSENC_KERNEL_CACHE": "where rope_inplace's C kernel is built (default ~/.cache/posenc/kernels)",
     "POSENC_EXPERIMENT": "quick: -m slow runs the length experiment at its CI size (one seed, L = 16, a few "
                          "steps: decides nothing); small: half the steps and evaluation, the same verdicts; "
                          "FILE.json: judges a kept run's results.json without training",

@@ -1,0 +1,128 @@
+"""rope_inplace: its C kernel is the eager rotation, in place and as a copy, and the perf run times
+the in-place path only after checking it against the call the specs judge."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import pytest
+import torch
+
+from posenc import get
+from posenc.encoders.native import InPlaceRotaryEmbedding, build
+from posenc.encoders.rotary import RotaryEmbedding
+from posenc.harness.performance import profiling
+
+requires_compiler = pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")),
+                                       reason="the kernel is built by a C compiler")
+
+
+def _pair(dtype=torch.float32):
+    return InPlaceRotaryEmbedding(16).to(dtype), RotaryEmbedding(16, layout="interleaved").to(dtype)
+
+
+@requires_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads, seq", [(3, 7), (1, 1), (5, 33)])
+def test_the_kernel_is_the_eager_rotation_with_its_gradient(dtype, heads, seq):
+    native, eager = _pair(dtype)
+    x = torch.randn(2, seq, heads, 16, dtype=dtype, requires_grad=True)
+    positions = torch.randint(0, 5000, (2, seq))
+    for call in (dict(), dict(positions=positions), dict(offset=70_001)):
+        y, expected = native(x, **call), eager(x, **call)
+        torch.testing.assert_close(y, expected)
+        grad = torch.randn_like(y)
+        torch.testing.assert_close(torch.autograd.grad(y, x, grad)[0], torch.autograd.grad(expected, x, grad)[0])
+    assert native.backends == {("cpu", dtype): "native"}
+
+
+@requires_compiler
+def test_double_backward_goes_through_the_kernel():
+    native, _ = _pair(torch.float64)
+    x = torch.randn(2, 5, 3, 16, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(native, (x,))
+
+
+@requires_compiler
+def test_rotate_in_place_writes_where_x_lies_and_equals_forward():
+    native, eager = _pair()
+    x = torch.randn(2, 9, 3, 16)
+    expected, address = eager(x, offset=11), x.data_ptr()
+    for _ in range(2):  # the first call builds the launch, the second reuses it
+        y = native.rotate_(x.clone(), offset=11)
+        torch.testing.assert_close(y, expected)
+    out = native.rotate_(x, offset=11)
+    assert out is x and x.data_ptr() == address
+    torch.testing.assert_close(x, expected)
+
+
+@requires_compiler
+def test_a_launch_kept_for_one_shape_is_not_reused_for_another():
+    native, eager = _pair()
+    for seq, offset in ((9, 0), (9, 4), (4, 0), (9, 0)):
+        x = torch.randn(2, seq, 3, 16)
+        torch.testing.assert_close(native.rotate_(x.clone(), offset=offset), eager(x, offset=offset))
+
+
+def test_rotate_refuses_a_graph_tensor_and_a_strided_one():
+    native, _ = _pair()
+    with pytest.raises(ValueError, match="no autograd graph"):
+        native.rotate_(torch.randn(1, 4, 2, 16, requires_grad=True))
+    with pytest.raises(ValueError, match="contiguous"):
+        native.rotate_(torch.randn(1, 2, 4, 16).transpose(1, 2))
+
+
+def test_half_precision_takes_the_eager_rotation():
+    native, eager = _pair(torch.bfloat16)
+    x = torch.randn(1, 6, 2, 16, dtype=torch.bfloat16)
+    torch.testing.assert_close(native(x), eager(x))
+    assert ("cpu", torch.bfloat16) not in native.backends
+
+
+def test_without_a_compiler_it_warns_once_and_rotates_eagerly(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("POSENC_KERNEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("POSENC_FUSED_STRICT", raising=False)
+    build.load.cache_clear()
+    from posenc.encoders.native import inplace
+    inplace._kernel.cache_clear()
+    try:
+        native, eager = _pair()
+        x = torch.randn(1, 5, 2, 16)
+        with pytest.warns(RuntimeWarning, match="could not build rope_inplace.c"):
+            y = native(x)
+        torch.testing.assert_close(y, eager(x))
+        assert native.backends[("cpu", torch.float32)].startswith("eager (could not build")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once: the second call does not try again
+            native.rotate_(x.clone())
+        monkeypatch.setenv("POSENC_FUSED_STRICT", "1")
+        with pytest.raises(build.KernelUnavailable, match="no-such-compiler"):
+            InPlaceRotaryEmbedding(16)(x)
+    finally:
+        build.load.cache_clear()
+        inplace._kernel.cache_clear()
+
+
+@requires_compiler
+def test_the_perf_run_times_the_in_place_path_of_an_in_place_encoder():
+    work = profiling.make_workload(get("rope_inplace"), seq=32, d_model=64, n_heads=4)
+    before = [t.clone() for t in work.inputs]
+    addresses = [t.data_ptr() for t in work.inputs]
+    outputs = work.call()
+    assert [t.data_ptr() for t in outputs] == addresses  # rotated where they lie
+    assert not torch.equal(outputs[0], before[0])
+    assert work.min_bytes == 2 * sum(t.numel() * t.element_size() for t in before)  # read once, written once
+    backward = profiling.make_workload(get("rope_inplace"), seq=32, d_model=64, n_heads=4, backward=True)
+    assert backward.forward()[0].data_ptr() != backward.inputs[0].data_ptr()  # with autograd: a copy
+
+
+@requires_compiler
+def test_an_in_place_path_that_is_not_forward_is_refused_before_it_is_timed(monkeypatch):
+    def rotate_by_the_wrong_angle(self, x, positions=None, *, offset=0):
+        return x.copy_(RotaryEmbedding.forward(self, x, positions, offset=offset + 1))
+
+    monkeypatch.setattr(InPlaceRotaryEmbedding, "rotate_", rotate_by_the_wrong_angle)
+    with pytest.raises(ValueError, match="rope_inplace: rotate_ .in place. differs from forward"):
+        profiling.make_workload(get("rope_inplace"), seq=32, d_model=64, n_heads=4)
