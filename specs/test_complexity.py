@@ -55,6 +55,8 @@ def memory_curve(record, device, lengths=MEMORY_LENGTHS, config=MEMORY_CONFIG, b
 
 def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG, batch=1, min_time=1.0,
                min_rounds=5) -> list[float]:
+    """Median forward seconds per length, the lengths interleaved round by round; the same
+    workloads then give the memory curve at these lengths (kept for :func:`memory_curve`)."""
     key = _curve_key("time", record, device, lengths, config, batch)
     if key in _CURVES:
         return _CURVES[key]
@@ -63,6 +65,9 @@ def time_curve(record, device, lengths=TIME_LENGTHS, config=TIME_CONFIG, batch=1
                                             min_rounds=min_rounds)
     _SAMPLES[key] = samples
     _CURVES[key] = [profiling.median(samples[n]) for n in lengths]
+    memory = _curve_key("memory", record, device, lengths, config, batch)
+    if memory not in _CURVES:
+        _CURVES[memory] = [profiling.peak_memory(works[n].call, device) for n in lengths]
     return _CURVES[key]
 
 
@@ -122,8 +127,10 @@ def test_linear_attention_time_is_linear_in_length(record, device, perf_session)
     but O(n²) time, so the time slope is what tells them apart."""
     slopes = {}
     lengths, batch = lin1_lengths(record)
+    length = profiling.PERF_LENGTHS[perf_session.length]
     for name in dict.fromkeys((record.name, LIN1_CONTROL, *REFERENCES)):
-        times = time_curve(get(name), device, lengths, LIN1_CONFIG, batch=batch)
+        times = time_curve(get(name), device, lengths, LIN1_CONFIG, batch=batch, min_time=length.curve_min_time,
+                           min_rounds=length.curve_min_rounds)
         memory = memory_curve(get(name), device, lengths, LIN1_CONFIG, batch=batch)
         top = slice(-LIN1_FIT, None)  # the longest lengths, where a quadratic term dominates
         slopes[name] = (profiling.loglog_slope(lengths[top], times[top]), profiling.loglog_slope(lengths[top], memory[top]))

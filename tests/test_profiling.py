@@ -254,6 +254,22 @@ def test_the_scaling_table_stops_at_a_declared_table_and_says_why():
         scaling_lengths(dataclasses.replace(published, max_head_dim=16))
 
 
+def test_a_timed_curve_gives_the_memory_curve_a_fresh_workload_gives():
+    """The scaling table and LIN-1 read peak memory off the workloads their time curve timed: the
+    same peaks as workloads built for memory alone, on a module whose peak grows with length."""
+    from specs import test_complexity as complexity
+
+    lengths, config = (64, 128, 256), dict(d_model=32, n_heads=2)
+    record = get("attention_rope")
+    complexity._CURVES.clear()
+    complexity.time_curve(record, "cpu", lengths, config, min_time=0.0, min_rounds=1)
+    kept = complexity.memory_curve(record, "cpu", lengths, config)
+    complexity._CURVES.clear()
+    fresh = complexity.memory_curve(record, "cpu", lengths, config)
+    complexity._CURVES.clear()
+    assert kept == fresh and fresh[-1] > fresh[0]
+
+
 class _PlantedScratch(nn.Module):
     """A correct RoPE that also fills a 32 MiB scratch buffer on every call."""
 
@@ -342,7 +358,8 @@ def test_the_perf_benchmark_alternates_short_and_full_runs():
 
 
 def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_batch():
-    """The complex kernels timed as floors give ``rope_complex``'s q and k; the clone, the real
+    """The complex kernels and ``rope_inplace``'s (in place and into new outputs) timed as floors give
+    ``rope_complex``'s q and k; the clone, the real
     multiply and the copy move the same bytes, of q and k; the page states each kernel at each batch, the one-element
     compiled call in microseconds only."""
     from posenc.harness.performance import kernel_floors
@@ -353,6 +370,11 @@ def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_ba
     for name in ("complex multiply, broadcast over heads", "complex multiply, phasors per head"):
         for got, want in zip(kernels[name](), rope):
             assert torch.equal(got, want), name
+    once_in_place = kernels["rope_inplace, in place"]()  # its workspace rotated once
+    for name, got_q_and_k in (("in place", once_in_place),
+                              ("forward", kernels["rope_inplace's kernel into new outputs (forward)"]())):
+        for got, want in zip(got_q_and_k, rope):
+            torch.testing.assert_close(got, want, msg=lambda m: f"rope_inplace {name}: {m}")
     for name in ("real multiply (x·x)", "new outputs, nothing computed (clone)"):
         assert sum(t.numel() for t in kernels[name]()) * 4 * 2 == 4 * 512 * 12 * 64 * 4, name
     q_and_k = kernels["new outputs, nothing computed (clone)"]()

@@ -113,8 +113,8 @@ RUN_MEASUREMENTS = Path("docs/measurements/perf-run.json")
 TARGET_SECONDS = 120.0
 #: The smallest spread allowed a ratio of two medians (a copy's and a call's): 5%.
 FLOOR = 0.05
-#: The reference RoPEs whose forward ×copy the page states (fused, and complex-number).
-REFERENCES = ("rope_compiled", "rope_complex")
+#: The reference RoPEs whose forward ×copy the page states (in place, fused, and complex-number).
+REFERENCES = ("rope_inplace", "rope_compiled", "rope_complex")
 
 
 def _run(length: str, out: Path) -> dict:

@@ -40,7 +40,7 @@ DOC_SEQ, DOC_D_MODEL, DOC_HEADS = 512, 768, 12
 @dataclass(frozen=True)
 class PerfLength:
     """How long a perf run times each thing: a benchmark's rounds (``--benchmark-max-time``, at
-    least ``--benchmark-min-rounds``), the scaling table, ROPE-12's variants, the warm-up."""
+    least ``--benchmark-min-rounds``), the scaling table, ROPE-12's variants, the warm-up, LIN-1's curves."""
 
     benchmark_max_time: float  # each benchmark's rounds, with a same-run copy timed before each
     benchmark_min_rounds: int
@@ -49,12 +49,14 @@ class PerfLength:
     overhead_min_time: float  # ROPE-12's interleaved variants, per length
     overhead_min_rounds: int
     warmup: int  # calls of a benchmark's workload before it is timed
+    curve_min_time: float  # LIN-1's timed curves (lengths interleaved), per module
+    curve_min_rounds: int
 
 
 #: ``--perf-length``: ``short`` bounds the rounds, which moves no ratio beyond its noise
 #: (``python -m posenc perf-benchmark`` measures both); ``full`` is pytest-benchmark's own length.
-PERF_LENGTHS = {"short": PerfLength(0.12, 3, 0.15, 3, 0.6, 10, 1),
-                "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2)}
+PERF_LENGTHS = {"short": PerfLength(0.12, 3, 0.15, 3, 0.6, 6, 1, 0.3, 3),
+                "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2, 1.0, 5)}
 
 
 def synchronize(device: str | torch.device) -> None:
