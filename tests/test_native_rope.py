@@ -65,6 +65,20 @@ def test_a_launch_kept_for_one_shape_is_not_reused_for_another():
         torch.testing.assert_close(native.rotate_(x.clone(), offset=offset), eager(x, offset=offset))
 
 
+@requires_compiler
+def test_without_a_graph_forward_writes_a_new_tensor_in_one_pass_and_leaves_x():
+    native, eager = _pair()
+    x = torch.randn(2, 4, 9, 16).transpose(1, 2)  # strided: made contiguous first
+    kept = x.clone()
+    with torch.no_grad():
+        for _ in range(2):  # the first call builds the launch, the second reuses it
+            for call in (dict(), dict(offset=300)):
+                y = native(x, **call)
+                torch.testing.assert_close(y, eager(x, **call))
+                assert y.data_ptr() != x.data_ptr() and y.is_contiguous()
+    assert torch.equal(x, kept)
+
+
 def test_rotate_refuses_a_graph_tensor_and_a_strided_one():
     native, _ = _pair()
     with pytest.raises(ValueError, match="no autograd graph"):
@@ -90,7 +104,7 @@ def test_without_a_compiler_it_warns_once_and_rotates_eagerly(monkeypatch, tmp_p
     try:
         native, eager = _pair()
         x = torch.randn(1, 5, 2, 16)
-        with pytest.warns(RuntimeWarning, match="could not build rope_inplace.c"):
+        with pytest.warns(RuntimeWarning, match="could not build rope_kernel.c"):
             y = native(x)
         torch.testing.assert_close(y, eager(x))
         assert native.backends[("cpu", torch.float32)].startswith("eager (could not build")

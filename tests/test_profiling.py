@@ -358,10 +358,10 @@ def test_the_perf_benchmark_alternates_short_and_full_runs():
 
 
 def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_batch():
-    """The complex kernels and ``rope_inplace``'s (in place and into new outputs) timed as floors give
-    ``rope_complex``'s q and k; the clone, the real
-    multiply and the copy move the same bytes, of q and k; the page states each kernel at each batch, the one-element
-    compiled call in microseconds only."""
+    """The complex kernels and ``rope_inplace``'s (into new outputs, and in place on q and k, which
+    it rotates in norm) timed as floors give ``rope_complex``'s q and k; the clone, the real multiply
+    and the copy move the same bytes, of q and k; the page states each kernel at each batch, the
+    one-element compiled call in microseconds only."""
     from posenc.harness.performance import kernel_floors
     from posenc.tools.perf_figures import _floor_lines
 
@@ -370,11 +370,15 @@ def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_ba
     for name in ("complex multiply, broadcast over heads", "complex multiply, phasors per head"):
         for got, want in zip(kernels[name](), rope):
             assert torch.equal(got, want), name
-    once_in_place = kernels["rope_inplace, in place"]()  # its workspace rotated once
-    for name, got_q_and_k in (("in place", once_in_place),
-                              ("forward", kernels["rope_inplace's kernel into new outputs (forward)"]())):
+    forward = kernels["rope_inplace's kernel into new outputs (forward)"]()
+    q_and_k = [t.clone() for t in kernels["new outputs, nothing computed (clone)"]()]
+    rotated = kernels["rope_inplace, in place"]()  # q and k themselves, rotated once
+    for name, got_q_and_k in (("forward", forward), ("in place", rotated)):
         for got, want in zip(got_q_and_k, rope):
             torch.testing.assert_close(got, want, msg=lambda m: f"rope_inplace {name}: {m}")
+    assert all(torch.equal(a, b) for a, b in zip(rotated, kernels["new outputs, nothing computed (clone)"]()))
+    for before, after in zip(q_and_k, rotated):  # a rotation keeps each pair's norm
+        torch.testing.assert_close(after.norm(dim=-1), before.norm(dim=-1))
     for name in ("real multiply (x·x)", "new outputs, nothing computed (clone)"):
         assert sum(t.numel() for t in kernels[name]()) * 4 * 2 == 4 * 512 * 12 * 64 * 4, name
     q_and_k = kernels["new outputs, nothing computed (clone)"]()

@@ -5,12 +5,13 @@ Same maths, angles and layout as :class:`RotaryEmbedding` with ``layout="interle
 ``(x_2i cos mθ_i − x_2i+1 sin mθ_i, x_2i sin mθ_i + x_2i+1 cos mθ_i)``, ``θ_i = base^(-2i/d)``,
 angles formed as the eager module forms them. Written as ``y = x ⊙ C + swap(x) ⊙ S`` with
 ``C = (c_0, c_0, c_1, c_1, …)``, ``S = (−s_0, s_0, −s_1, s_1, …)`` and ``swap`` exchanging each
-pair, it is one read and one write of ``x`` with three vector operations per load
-(``rope_inplace.c``), the shape of vLLM's and FlashInfer's in-place RoPE kernels.
+pair, it is one read of ``x`` and one write with three vector operations per load
+(``rope_kernel.c``), the shape of vLLM's and FlashInfer's in-place RoPE kernels.
 
 :meth:`InPlaceRotaryEmbedding.rotate_` rotates ``x`` itself (a tensor no autograd graph holds);
-``forward`` returns a rotated copy, as every encoder does, through an autograd function whose
-backward is the same kernel with ``S`` negated (``R_mᵀ = R_{−m}``). Float32 and float64 CPU
+``forward`` returns a new tensor, as every encoder does, written by the same kernel in one pass,
+through an autograd function where a graph is recorded, whose backward is the same kernel with
+``S`` negated (``R_mᵀ = R_{−m}``). Float32 and float64 CPU
 tensors take the kernel; other dtypes and devices, and float positions that require grad, take
 the eager rotation. If the kernel cannot be built (no C compiler), the module warns once and
 records ``eager (reason)`` in :attr:`backends`; ``POSENC_FUSED_STRICT=1`` raises instead.
@@ -29,14 +30,14 @@ from ..positions import angle_dtype, resolve_positions
 from ..rotary import RotaryEmbedding, _check_heads_input
 from .build import KernelUnavailable, load
 
-_SYMBOLS = {torch.float32: "rope_inplace_f32", torch.float64: "rope_inplace_f64"}
+_SYMBOLS = {torch.float32: "rope_f32", torch.float64: "rope_f64"}
 _KEPT = 8  # default-position tables and launches kept per module (one per shape and offset)
 
 
 @functools.cache
 def _kernel(dtype: torch.dtype):
-    function = getattr(load("rope_inplace"), _SYMBOLS[dtype])
-    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 4, ctypes.c_int]
+    function = getattr(load("rope_kernel"), _SYMBOLS[dtype])
+    function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_int]
     function.restype = None
     return function
 
@@ -51,28 +52,31 @@ def _coefficients(cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype) -> t
 
 
 def _launch(shape: torch.Size, dtype: torch.dtype, table: torch.Tensor):
-    """The kernel bound to one shape and table: called with the address of a contiguous ``x``."""
+    """The kernel bound to one shape and table: called with the addresses of a contiguous ``x`` and
+    of ``y`` (``x``'s own address: in place)."""
     batch, seq, heads, dim = shape
     kernel, table_address, table_rows = _kernel(dtype), table.data_ptr(), table.shape[0]
 
-    def launch(address: int) -> None:
-        kernel(address, table_address, table_rows, batch * seq, heads, dim, torch.get_num_threads())
+    def launch(source: int, target: int) -> None:
+        kernel(source, target, table_address, table_rows, batch * seq, heads, dim, torch.get_num_threads())
 
     launch.table = table  # kept alive with the launch
     return launch
 
 
-def _run(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """The kernel on ``x`` (B, S, H, D), contiguous, in place."""
-    _launch(x.shape, x.dtype, table)(x.data_ptr())
-    return x
+def _rotated(x: torch.Tensor, launch) -> torch.Tensor:
+    """A new tensor: ``x`` (contiguous) rotated in one pass, read once and written once."""
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    launch(x.data_ptr(), out.data_ptr())
+    return out
 
 
 class _Rotation(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, table, inverse):
         ctx.save_for_backward(table, inverse)
-        return _run(x.detach().contiguous().clone(), table)
+        x = x.detach().contiguous()
+        return _rotated(x, _launch(x.shape, x.dtype, table))
 
     @staticmethod
     def backward(ctx, grad):
@@ -97,7 +101,7 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         super().__init__(head_dim, base=base, layout="interleaved")
         self.backends: dict[tuple[str, torch.dtype], str] = {}
         self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, seq, offset)
-        self._launches: dict[tuple, object] = {}  # (dtype, shape, offset): rotate_ at default positions
+        self._launches: dict[tuple, object] = {}  # (dtype, shape, offset): calls at default positions
 
     def _native(self, x: torch.Tensor, pos: torch.Tensor) -> bool:
         key = (x.device.type, x.dtype)
@@ -129,31 +133,45 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         default = (x.dtype, x.shape[1], offset) if positions is None else None
         return pos, default
 
+    def _kept_launch(self, x: torch.Tensor, positions, offset):
+        """The launch of an earlier call at default positions with this shape, dtype and offset: its
+        input was checked then. None where there is none."""
+        if positions is not None or type(offset) is not int or not x.is_cpu:
+            return None
+        return self._launches.get((x.dtype, x.shape, offset))
+
+    def _new_launch(self, x: torch.Tensor, pos: torch.Tensor, default: tuple | None, offset: int):
+        launch = _launch(x.shape, x.dtype, self._coefficients(pos, x.dtype, default)[0])
+        if default is not None:
+            _kept(self._launches, (x.dtype, x.shape, offset), launch)
+        return launch
+
     def rotate_(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0) -> torch.Tensor:
         """Rotate ``x`` in place and return it; ``x`` must be contiguous and outside any autograd graph."""
         if x.requires_grad or x._base is not None and x._base.requires_grad:
             raise ValueError("rotate_ rotates a tensor no autograd graph holds; use forward for a rotated copy")
         if not x.is_contiguous():
             raise ValueError(f"rotate_ needs a contiguous x, got strides {tuple(x.stride())}")
-        key = (x.dtype, x.shape, offset) if positions is None and type(offset) is int and x.is_cpu else None
-        launch = self._launches.get(key) if key is not None else None
-        if launch is not None:  # a shape, dtype and offset seen before: its checks passed then
-            launch(x.data_ptr())
-            return x
-        pos, default = self._positions(x, positions, offset)
-        if not self._native(x, pos):
-            return x.copy_(super().forward(x, pos))
-        launch = _launch(x.shape, x.dtype, self._coefficients(pos, x.dtype, default)[0])
-        if key is not None:
-            _kept(self._launches, key, launch)
-        launch(x.data_ptr())
+        launch = self._kept_launch(x, positions, offset)
+        if launch is None:
+            pos, default = self._positions(x, positions, offset)
+            if not self._native(x, pos):
+                return x.copy_(super().forward(x, pos))
+            launch = self._new_launch(x, pos, default, offset)
+        launch(x.data_ptr(), x.data_ptr())
         return x
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
+        graph = x.requires_grad and torch.is_grad_enabled()
+        launch = None if graph else self._kept_launch(x, positions, offset)
+        if launch is not None and x.is_contiguous():  # no graph to record: the kernel straight into y
+            return _rotated(x, launch)
         pos, default = self._positions(x, positions, offset)
-        if self._native(x, pos):
-            return _Rotation.apply(x, *self._coefficients(pos, x.dtype, default))
-        return super().forward(x, pos)
+        if not self._native(x, pos):
+            return super().forward(x, pos)
+        if not graph:
+            return _rotated(x.contiguous(), self._new_launch(x, pos, default, offset))
+        return _Rotation.apply(x, *self._coefficients(pos, x.dtype, default))
 
     def _apply(self, fn, *args, **kwargs):
         self._tables.clear()  # tables follow the module's device and dtype
