@@ -38,6 +38,30 @@ def test_the_kernel_is_the_eager_rotation_with_its_gradient(dtype, heads, seq):
 
 
 @requires_compiler
+@pytest.mark.parametrize("head_dim", [2, 6, 8, 24, 40, 128])
+def test_every_head_size_is_rotated_whole_vectors_and_rest(head_dim):
+    """The kernel takes a head two vectors at a time and the rest pair by pair: sizes below, at
+    and between its vector widths (8 floats, 4 doubles)."""
+    for dtype in (torch.float32, torch.float64):
+        native = InPlaceRotaryEmbedding(head_dim).to(dtype)
+        eager = RotaryEmbedding(head_dim, layout="interleaved").to(dtype)
+        x = torch.randn(2, 5, 3, head_dim, dtype=dtype)
+        torch.testing.assert_close(native(x, offset=9), eager(x, offset=9))
+        torch.testing.assert_close(native.rotate_(x.clone(), offset=9), eager(x, offset=9))
+        assert native.backends == {("cpu", dtype): "native"}
+
+
+@requires_compiler
+def test_a_tensor_streamed_from_memory_is_rotated_as_one_read_from_cache():
+    """Above a quarter of the last-level cache the kernel asks for each next row ahead (50 MB here)."""
+    native, eager = InPlaceRotaryEmbedding(64), RotaryEmbedding(64, layout="interleaved")
+    x = torch.randn(8, 2048, 12, 64)
+    expected = eager(x, offset=3)
+    torch.testing.assert_close(native(x, offset=3), expected)
+    torch.testing.assert_close(native.rotate_(x, offset=3), expected)
+
+
+@requires_compiler
 def test_double_backward_goes_through_the_kernel():
     native, _ = _pair(torch.float64)
     x = torch.randn(2, 5, 3, 16, dtype=torch.float64, requires_grad=True)

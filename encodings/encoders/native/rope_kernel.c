@@ -4,9 +4,12 @@
  * table: (rows_in_table, 2 * dim), per position the coefficients C then S, C = (c0, c0, c1, c1, ...),
  * S = (-s0, s0, -s1, s1, ...), so y = x * C + swap(x) * S where swap exchanges each pair. Row r of x
  * uses table row r % rows_in_table (positions shared over the batch, or one table row per token).
- * One pass over x: read once, written where it was read. Vectors through GCC/Clang vector
- * extensions (the compiler picks AVX2, AVX-512 or NEON), a scalar loop for the tail. */
+ * One pass over x: each element read once and written once. Per row, the coefficients of one cache
+ * line of a head (two vectors) are loaded once and held in registers over the heads; vectors through
+ * GCC/Clang vector extensions (the compiler picks AVX2, AVX-512 or NEON), a scalar loop for the
+ * rest of a head. */
 #include <stdint.h>
+#include <unistd.h>
 
 #if defined(__clang__)
 #define SWAP8(v) __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6)
@@ -18,6 +21,21 @@ typedef int64_t i64x4 __attribute__((vector_size(32)));
 #define SWAP4(v) __builtin_shuffle(v, (i64x4){1, 0, 3, 2})
 #endif
 
+/* Tensors above a quarter of the last-level cache stream from memory: each row then asks for the
+ * next one ahead, since a row's heads are visited out of order and hardware prefetchers do not run
+ * ahead. Smaller ones are read from cache, where the hints would only cost instructions. */
+static int64_t streamed_bytes(void) {
+    static int64_t bytes = 0;
+    if (bytes == 0) {
+        long cache = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+        cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+        bytes = cache > 0 ? cache / 4 : 4 << 20;
+    }
+    return bytes;
+}
+
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
@@ -25,25 +43,40 @@ typedef double f64x4 __attribute__((vector_size(32)));
     void NAME(const T *x, T *y, const T *table, int64_t table_rows, int64_t rows, int64_t heads,   \
               int64_t dim, int threads) {                                                          \
         const int64_t width = heads * dim;                                                         \
+        const int ahead = rows * width * (int64_t)sizeof(T) > streamed_bytes();                    \
         _Pragma("omp parallel for schedule(static) num_threads(threads) if(threads > 1 && rows * width >= 32768)") \
         for (int64_t r = 0; r < rows; r++) {                                                       \
             const T *C = table + (r % table_rows) * 2 * dim, *S = C + dim;                         \
-            for (int64_t h = 0; h < heads; h++) {                                                  \
-                const T *v = x + r * width + h * dim;                                              \
-                T *w = y + r * width + h * dim;                                                    \
-                int64_t j = 0;                                                                     \
-                for (; j + LANES <= dim; j += LANES) {                                             \
-                    VEC a, c, s;                                                                   \
-                    __builtin_memcpy(&a, v + j, sizeof a);                                         \
-                    __builtin_memcpy(&c, C + j, sizeof c);                                         \
-                    __builtin_memcpy(&s, S + j, sizeof s);                                         \
-                    a = a * c + SWAP(a) * s;                                                       \
-                    __builtin_memcpy(w + j, &a, sizeof a);                                         \
+            const T *in = x + r * width;                                                           \
+            T *out = y + r * width;                                                                \
+            if (ahead && r + 1 < rows)                                                             \
+                for (int64_t o = 0; o < width; o += 64 / (int64_t)sizeof(T)) {                    \
+                    __builtin_prefetch(in + width + o, 0);                                         \
+                    __builtin_prefetch(out + width + o, 1);                                        \
                 }                                                                                  \
-                for (; j < dim; j += 2) {                                                          \
-                    T a0 = v[j], a1 = v[j + 1];                                                    \
-                    w[j] = a0 * C[j] + a1 * S[j];                                                  \
-                    w[j + 1] = a1 * C[j + 1] + a0 * S[j + 1];                                      \
+            int64_t j = 0;                                                                         \
+            for (; j + 2 * LANES <= dim; j += 2 * LANES) {                                         \
+                VEC c0, s0, c1, s1;                                                                \
+                __builtin_memcpy(&c0, C + j, sizeof c0);                                           \
+                __builtin_memcpy(&s0, S + j, sizeof s0);                                           \
+                __builtin_memcpy(&c1, C + j + LANES, sizeof c1);                                   \
+                __builtin_memcpy(&s1, S + j + LANES, sizeof s1);                                   \
+                for (int64_t h = 0; h < heads; h++) {                                              \
+                    VEC a0, a1;                                                                    \
+                    __builtin_memcpy(&a0, in + h * dim + j, sizeof a0);                            \
+                    __builtin_memcpy(&a1, in + h * dim + j + LANES, sizeof a1);                    \
+                    a0 = a0 * c0 + SWAP(a0) * s0;                                                  \
+                    a1 = a1 * c1 + SWAP(a1) * s1;                                                  \
+                    __builtin_memcpy(out + h * dim + j, &a0, sizeof a0);                           \
+                    __builtin_memcpy(out + h * dim + j + LANES, &a1, sizeof a1);                   \
+                }                                                                                  \
+            }                                                                                      \
+            for (int64_t h = 0; h < heads; h++) {                                                  \
+                for (int64_t i = h * dim + j; i < (h + 1) * dim; i += 2) {                         \
+                    const int64_t p = i - h * dim;                                                 \
+                    const T a0 = in[i], a1 = in[i + 1];                                            \
+                    out[i] = a0 * C[p] + a1 * S[p];                                                \
+                    out[i + 1] = a1 * C[p + 1] + a0 * S[p + 1];                                    \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
