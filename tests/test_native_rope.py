@@ -52,10 +52,14 @@ def test_every_head_size_is_rotated_whole_vectors_and_rest(head_dim):
 
 
 @requires_compiler
-def test_a_tensor_streamed_from_memory_is_rotated_as_one_read_from_cache():
-    """Above a quarter of the last-level cache the kernel asks for each next row ahead (50 MB here)."""
-    native, eager = InPlaceRotaryEmbedding(64), RotaryEmbedding(64, layout="interleaved")
-    x = torch.randn(8, 2048, 12, 64)
+@pytest.mark.parametrize("shape, dtype", [((8, 2048, 12, 64), torch.float32), ((32, 4096, 8, 24), torch.float32),
+                                          ((16, 4096, 8, 24), torch.float64)], ids=["f32-64", "f32-24", "f64-24"])
+def test_a_tensor_streamed_from_memory_is_rotated_as_one_read_from_cache(shape, dtype):
+    """Above a quarter of the last-level cache the kernel takes the heads in order (50-100 MB
+    here), whole vectors and the rest of each head."""
+    native = InPlaceRotaryEmbedding(shape[-1]).to(dtype)
+    eager = RotaryEmbedding(shape[-1], layout="interleaved").to(dtype)
+    x = torch.randn(shape, dtype=dtype)
     expected = eager(x, offset=3)
     torch.testing.assert_close(native(x, offset=3), expected)
     torch.testing.assert_close(native.rotate_(x, offset=3), expected)

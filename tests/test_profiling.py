@@ -357,6 +357,24 @@ def test_the_perf_benchmark_alternates_short_and_full_runs():
     assert [length for length, _ in schedule(1, 3)].count("full") == 3
 
 
+def test_agreement_of_the_two_lengths_is_judged_against_what_noise_alone_gives(tmp_path):
+    """A fourth run lands within three runs' spread of their median about three times in four; a
+    short length that shifted every ratio one way shows in the sign test, a balanced one does not."""
+    from posenc.tools.perf_figures import expected_within, run_table_markdown, sign_test
+
+    assert 0.72 < expected_within(3) < 0.78 and expected_within(5) > expected_within(3)
+    assert sign_test(78, 156) == 1.0 and sign_test(0, 20) < 1e-5 and sign_test(20, 20) == sign_test(0, 20)
+    rows = {f"cpu forward: batch 1, seq 512 | e{i}": {"short": [1.0, 1.1, 0.9], "full": 1.3 + i / 100,
+                                                       "noise": 0.2, "difference": 0.3} for i in range(12)}
+    data = {"machine": "m", "torch": "t", "date": "d", "repeat": 3, "full_repeat": 1, "short_wall": [1.0, 1.0, 1.0],
+            "full_wall": [2.0], "rows": rows}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    text = " ".join(run_table_markdown(path).split())
+    assert "for 0 of 12 (0%), where one more run of the same measurement would lie in 74%" in text, text
+    assert "above the short runs' median for 12 of 12 (sign test: p = 0.00;" in text, text
+
+
 def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_batch():
     """The complex kernels and ``rope_inplace``'s (into new outputs, and in place on q and k, which
     it rotates in norm) timed as floors give ``rope_complex``'s q and k; the clone, the real multiply

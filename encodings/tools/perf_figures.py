@@ -172,6 +172,28 @@ def _within(row: dict) -> bool:
     return row["difference"] <= max(row["noise"], FLOOR)
 
 
+def expected_within(repeat: int, draws: int = 20000) -> float:
+    """How often one more run of the same measurement lies within ``repeat`` runs' spread of their
+    median (``|x − median| ≤ max − min``), for Gaussian noise: what agreement looks like when the
+    short and the full run measure one ratio (seeded, so the page is stable)."""
+    import random
+
+    generator = random.Random(0)
+    hits = 0
+    for _ in range(draws):
+        runs = [generator.gauss(0.0, 1.0) for _ in range(repeat)]
+        hits += abs(generator.gauss(0.0, 1.0) - statistics.median(runs)) <= max(runs) - min(runs)
+    return hits / draws
+
+
+def sign_test(above: int, total: int) -> float:
+    """Two-sided p-value of ``above`` of ``total`` on one side, if each side had probability ½."""
+    from math import comb
+
+    tail = min(above, total - above)
+    return min(1.0, 2 * sum(comb(total, k) for k in range(tail + 1)) / 2**total)
+
+
 def _reference_lines(data: dict) -> list[str]:
     lines = ["| reference, forward, float32 | batch 1 ×copy (short runs) | batch 8 ×copy (short runs) |",
              "|---|---|---|"]
@@ -192,6 +214,7 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
     median = statistics.median
     rows = list(data["rows"].values())
     within = sum(_within(r) for r in rows)
+    above = sum(r["full"] > median(r["short"]) for r in rows)
     differences = sorted(r["difference"] for r in rows)
     noises = sorted(r["noise"] for r in rows)
     measured = (f"Measured on {data['machine']}, torch {data['torch']}, "
@@ -207,9 +230,15 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
              f"{', '.join(f'{t:.1f}' for t in data['full_wall'])} |", "",
              *textwrap.wrap(f"×copy of the {len(rows)} benchmarks, short against full: the full run's value lies "
                             f"within the short runs' noise (their spread, at least {FLOOR:.0%}) for {within} of "
-                            f"{len(rows)}. The short runs' spread: median {median(noises):.1%}, largest "
-                            f"{noises[-1]:.1%}; the difference from the full run: median {median(differences):.1%}, "
-                            f"largest {differences[-1]:.1%}.", 100, break_on_hyphens=False), "",
+                            f"{len(rows)} ({within / len(rows):.0%}), where one more run of the same measurement "
+                            f"would lie in {expected_within(len(data['short_wall'])):.0%} of cases (Gaussian "
+                            f"noise, simulated). "
+                            f"The full run lies above the short runs' median for {above} of {len(rows)} (sign "
+                            f"test: p = {sign_test(above, len(rows)):.2f}; a short length that shifted the ratios "
+                            f"would put most on one side). The short runs' spread: median {median(noises):.1%}, "
+                            f"largest {noises[-1]:.1%}; the difference from the full run: median "
+                            f"{median(differences):.1%}, largest {differences[-1]:.1%}.", 100,
+                            break_on_hyphens=False), "",
              "The largest differences:", "", "| group | encoder | short runs | full | difference | noise |",
              "|---|---|---|---:|---:|---:|"]
     for key, row in worst:

@@ -5,8 +5,8 @@ Same maths, angles and layout as :class:`RotaryEmbedding` with ``layout="interle
 ``(x_2i cos mθ_i − x_2i+1 sin mθ_i, x_2i sin mθ_i + x_2i+1 cos mθ_i)``, ``θ_i = base^(-2i/d)``,
 angles formed as the eager module forms them. Written as ``y = x ⊙ C + swap(x) ⊙ S`` with
 ``C = (c_0, c_0, c_1, c_1, …)``, ``S = (−s_0, s_0, −s_1, s_1, …)`` and ``swap`` exchanging each
-pair, it is one read of ``x`` and one write with three vector operations per load
-(``rope_kernel.c``), the shape of vLLM's and FlashInfer's in-place RoPE kernels.
+pair, it is one read of ``x`` and one write, with a shuffle, a multiply and a fused multiply-add
+per vector (``rope_kernel.c``), the shape of vLLM's and FlashInfer's in-place RoPE kernels.
 
 :meth:`InPlaceRotaryEmbedding.rotate_` rotates ``x`` itself (a tensor no autograd graph holds);
 ``forward`` returns a new tensor, as every encoder does, written by the same kernel in one pass,

@@ -4,10 +4,9 @@
  * table: (rows_in_table, 2 * dim), per position the coefficients C then S, C = (c0, c0, c1, c1, ...),
  * S = (-s0, s0, -s1, s1, ...), so y = x * C + swap(x) * S where swap exchanges each pair. Row r of x
  * uses table row r % rows_in_table (positions shared over the batch, or one table row per token).
- * One pass over x: each element read once and written once. Per row, the coefficients of one cache
- * line of a head (two vectors) are loaded once and held in registers over the heads; vectors through
- * GCC/Clang vector extensions (the compiler picks AVX2, AVX-512 or NEON), a scalar loop for the
- * rest of a head. */
+ * One pass over x: each element read once and written once (the loop order below depends on where
+ * x lies); vectors through GCC/Clang vector extensions (the compiler picks AVX2, AVX-512 or NEON),
+ * a scalar loop for the rest of a head. */
 #include <stdint.h>
 #include <unistd.h>
 
@@ -21,9 +20,10 @@ typedef int64_t i64x4 __attribute__((vector_size(32)));
 #define SWAP4(v) __builtin_shuffle(v, (i64x4){1, 0, 3, 2})
 #endif
 
-/* Tensors above a quarter of the last-level cache stream from memory: each row then asks for the
- * next one ahead, since a row's heads are visited out of order and hardware prefetchers do not run
- * ahead. Smaller ones are read from cache, where the hints would only cost instructions. */
+/* Tensors above a quarter of the last-level cache stream from memory: their heads are taken in
+ * order, one vector at a time, an access the hardware's prefetchers follow. Smaller ones are read
+ * from cache, where loads are what costs: the coefficients of a cache line are loaded once per
+ * row and held in registers over the heads. */
 static int64_t streamed_bytes(void) {
     static int64_t bytes = 0;
     if (bytes == 0) {
@@ -43,18 +43,25 @@ typedef double f64x4 __attribute__((vector_size(32)));
     void NAME(const T *x, T *y, const T *table, int64_t table_rows, int64_t rows, int64_t heads,   \
               int64_t dim, int threads) {                                                          \
         const int64_t width = heads * dim;                                                         \
-        const int ahead = rows * width * (int64_t)sizeof(T) > streamed_bytes();                    \
+        const int streamed = rows * width * (int64_t)sizeof(T) > streamed_bytes();                 \
         _Pragma("omp parallel for schedule(static) num_threads(threads) if(threads > 1 && rows * width >= 32768)") \
         for (int64_t r = 0; r < rows; r++) {                                                       \
             const T *C = table + (r % table_rows) * 2 * dim, *S = C + dim;                         \
             const T *in = x + r * width;                                                           \
             T *out = y + r * width;                                                                \
-            if (ahead && r + 1 < rows)                                                             \
-                for (int64_t o = 0; o < width; o += 64 / (int64_t)sizeof(T)) {                    \
-                    __builtin_prefetch(in + width + o, 0);                                         \
-                    __builtin_prefetch(out + width + o, 1);                                        \
-                }                                                                                  \
             int64_t j = 0;                                                                         \
+            if (streamed) { /* heads in order, so the hardware's prefetchers run ahead */          \
+                for (int64_t h = 0; h < heads; h++)                                                \
+                    for (j = 0; j + LANES <= dim; j += LANES) {                                    \
+                        VEC a, c, s;                                                               \
+                        __builtin_memcpy(&a, in + h * dim + j, sizeof a);                          \
+                        __builtin_memcpy(&c, C + j, sizeof c);                                     \
+                        __builtin_memcpy(&s, S + j, sizeof s);                                     \
+                        a = a * c + SWAP(a) * s;                                                   \
+                        __builtin_memcpy(out + h * dim + j, &a, sizeof a);                         \
+                    }                                                                              \
+                j = dim / LANES * LANES; /* where every head's vectors stopped */                  \
+            } else                                                                                 \
             for (; j + 2 * LANES <= dim; j += 2 * LANES) {                                         \
                 VEC c0, s0, c1, s1;                                                                \
                 __builtin_memcpy(&c0, C + j, sizeof c0);                                           \
