@@ -3,7 +3,8 @@ the in-place path only after checking it against the call the specs judge."""
 
 from __future__ import annotations
 
-import shutil
+import io
+import pickle
 import warnings
 
 import pytest
@@ -14,8 +15,15 @@ from posenc.encoders.native import InPlaceRotaryEmbedding, build
 from posenc.encoders.rotary import RotaryEmbedding
 from posenc.harness.performance import profiling
 
-requires_compiler = pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")),
-                                       reason="the kernel is built by a C compiler")
+def _kernel_builds() -> bool:
+    try:
+        build.load("rope_kernel")
+    except build.KernelUnavailable:
+        return False
+    return True
+
+
+requires_compiler = pytest.mark.skipif(not _kernel_builds(), reason="the kernel is built by a C compiler ($CC or cc)")
 
 
 def _pair(dtype=torch.float32):
@@ -63,6 +71,7 @@ def test_a_tensor_streamed_from_memory_is_rotated_as_one_read_from_cache(shape, 
     expected = eager(x, offset=3)
     torch.testing.assert_close(native(x, offset=3), expected)
     torch.testing.assert_close(native.rotate_(x, offset=3), expected)
+    assert native.backends == {("cpu", dtype): "native"}
 
 
 @requires_compiler
@@ -70,6 +79,7 @@ def test_double_backward_goes_through_the_kernel():
     native, _ = _pair(torch.float64)
     x = torch.randn(2, 5, 3, 16, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(native, (x,))
+    assert native.backends == {("cpu", torch.float64): "native"}
 
 
 @requires_compiler
@@ -94,17 +104,60 @@ def test_a_launch_kept_for_one_shape_is_not_reused_for_another():
 
 
 @requires_compiler
-def test_without_a_graph_forward_writes_a_new_tensor_in_one_pass_and_leaves_x():
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_without_a_graph_forward_writes_a_new_tensor_in_one_pass_and_leaves_x(strided):
     native, eager = _pair()
-    x = torch.randn(2, 4, 9, 16).transpose(1, 2)  # strided: made contiguous first
+    x = torch.randn(2, 4, 9, 16).transpose(1, 2) if strided else torch.randn(2, 9, 4, 16)  # strided: made contiguous
     kept = x.clone()
     with torch.no_grad():
-        for _ in range(2):  # the first call builds the launch, the second reuses it
+        for _ in range(2):  # the first call builds the launch, the second reuses it (a contiguous x)
             for call in (dict(), dict(offset=300)):
                 y = native(x, **call)
                 torch.testing.assert_close(y, eager(x, **call))
                 assert y.data_ptr() != x.data_ptr() and y.is_contiguous()
-    assert torch.equal(x, kept)
+    assert len(native._launches) == 2 and torch.equal(x, kept)
+    assert native.backends == {("cpu", torch.float32): "native"}
+
+
+@requires_compiler
+def test_rotate_in_place_moves_the_version_so_a_graph_that_saved_x_refuses():
+    native, _ = _pair()
+    x, w = torch.randn(1, 4, 2, 16), torch.randn(16, requires_grad=True)
+    loss = (x * w).sum()  # saves x for w's gradient
+    native.rotate_(x)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(loss, w)
+    with torch.inference_mode():
+        frozen = torch.randn(1, 4, 2, 16)
+    with pytest.raises(RuntimeError, match="inference tensor outside inference mode"):
+        native.rotate_(frozen)
+
+
+@requires_compiler
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.func's own use of torch.jit
+def test_forward_mode_and_function_transforms_keep_their_tangents():
+    native, eager = _pair()
+    x, tangent = torch.randn(2, 5, 3, 16), torch.randn(2, 5, 3, 16)
+    for module in (native, eager):  # each with a launch built first, as a model's first call builds it
+        with torch.no_grad():
+            module(x)
+    got, want = torch.func.jvp(native, (x,), (tangent,)), torch.func.jvp(eager, (x,), (tangent,))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.func.grad(lambda a: native(a).square().sum())(x),
+                               torch.func.grad(lambda a: eager(a).square().sum())(x))
+
+
+@requires_compiler
+def test_a_module_that_has_run_pickles_and_rotates_alike_after():
+    native, _ = _pair()
+    x = torch.randn(1, 6, 2, 16)
+    with torch.no_grad():
+        expected = native(x)
+    buffer = io.BytesIO()
+    torch.save(native, buffer)
+    for copy in (pickle.loads(pickle.dumps(native)), torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)):
+        with torch.no_grad():
+            torch.testing.assert_close(copy(x), expected)
 
 
 def test_rotate_refuses_a_graph_tensor_and_a_strided_one():

@@ -24,6 +24,7 @@ import functools
 import warnings
 
 import torch
+from torch.autograd import forward_ad
 
 from ..fused import strict_compilation
 from ..positions import angle_dtype, resolve_positions
@@ -85,10 +86,16 @@ class _Rotation(torch.autograd.Function):
 
 
 def _kept(cache: dict, key, value):
-    if len(cache) >= _KEPT:
-        cache.pop(next(iter(cache)))
+    if key not in cache and len(cache) >= _KEPT:
+        cache.pop(next(iter(cache)), None)
     cache[key] = value
     return value
+
+
+def _traced(x: torch.Tensor) -> bool:
+    """Forward-mode AD or a torch.func transform sees ``x``: the kernel, which writes raw memory,
+    would drop its tangent, so the eager rotation runs."""
+    return forward_ad._current_level >= 0 or torch._C._functorch.is_functorch_wrapped_tensor(x)
 
 
 class InPlaceRotaryEmbedding(RotaryEmbedding):
@@ -147,31 +154,42 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         return launch
 
     def rotate_(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0) -> torch.Tensor:
-        """Rotate ``x`` in place and return it; ``x`` must be contiguous and outside any autograd graph."""
+        """Rotate ``x`` in place and return it; ``x`` must be contiguous and outside any autograd graph.
+        Its version counter moves, as any in-place op's does, so a graph that saved ``x`` (or an
+        alias of it) refuses to differentiate through the old values."""
         if x.requires_grad or x._base is not None and x._base.requires_grad:
             raise ValueError("rotate_ rotates a tensor no autograd graph holds; use forward for a rotated copy")
         if not x.is_contiguous():
             raise ValueError(f"rotate_ needs a contiguous x, got strides {tuple(x.stride())}")
-        launch = self._kept_launch(x, positions, offset)
+        inference = x.is_inference()
+        if inference and not torch.is_inference_mode_enabled():
+            raise RuntimeError("rotate_: an in-place update to an inference tensor outside inference mode is not allowed")
+        launch = None if _traced(x) else self._kept_launch(x, positions, offset)
         if launch is None:
             pos, default = self._positions(x, positions, offset)
-            if not self._native(x, pos):
+            if _traced(x) or not self._native(x, pos):
                 return x.copy_(super().forward(x, pos))
             launch = self._new_launch(x, pos, default, offset)
         launch(x.data_ptr(), x.data_ptr())
+        if not inference:
+            torch.autograd.graph.increment_version(x)
         return x
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         graph = x.requires_grad and torch.is_grad_enabled()
-        launch = None if graph else self._kept_launch(x, positions, offset)
+        launch = None if graph or _traced(x) else self._kept_launch(x, positions, offset)
         if launch is not None and x.is_contiguous():  # no graph to record: the kernel straight into y
             return _rotated(x, launch)
         pos, default = self._positions(x, positions, offset)
-        if not self._native(x, pos):
+        if _traced(x) or not self._native(x, pos):
             return super().forward(x, pos)
         if not graph:
             return _rotated(x.contiguous(), self._new_launch(x, pos, default, offset))
         return _Rotation.apply(x, *self._coefficients(pos, x.dtype, default))
+
+    def __getstate__(self):  # launches hold ctypes functions: a pickled module builds them anew
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
+        return {**state, "_tables": {}, "_launches": {}}
 
     def _apply(self, fn, *args, **kwargs):
         self._tables.clear()  # tables follow the module's device and dtype
