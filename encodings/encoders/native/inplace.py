@@ -164,10 +164,11 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         inference = x.is_inference()
         if inference and not torch.is_inference_mode_enabled():
             raise RuntimeError("rotate_: an in-place update to an inference tensor outside inference mode is not allowed")
-        launch = None if _traced(x) else self._kept_launch(x, positions, offset)
+        traced = _traced(x)
+        launch = None if traced else self._kept_launch(x, positions, offset)
         if launch is None:
             pos, default = self._positions(x, positions, offset)
-            if _traced(x) or not self._native(x, pos):
+            if traced or not self._native(x, pos):
                 return x.copy_(super().forward(x, pos))
             launch = self._new_launch(x, pos, default, offset)
         launch(x.data_ptr(), x.data_ptr())
@@ -176,12 +177,12 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         return x
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
-        graph = x.requires_grad and torch.is_grad_enabled()
-        launch = None if graph or _traced(x) else self._kept_launch(x, positions, offset)
+        graph, traced = x.requires_grad and torch.is_grad_enabled(), _traced(x)
+        launch = None if graph or traced else self._kept_launch(x, positions, offset)
         if launch is not None and x.is_contiguous():  # no graph to record: the kernel straight into y
             return _rotated(x, launch)
         pos, default = self._positions(x, positions, offset)
-        if _traced(x) or not self._native(x, pos):
+        if traced or not self._native(x, pos):
             return super().forward(x, pos)
         if not graph:
             return _rotated(x.contiguous(), self._new_launch(x, pos, default, offset))

@@ -84,13 +84,13 @@ class Workload:
     min_bytes: int = 0
     static: dict = field(default_factory=dict)
     forward_seconds: float = 0.0  # one forward, timed after the warm-up (a lower bound on a call)
+    in_place: bool = False  # forward alone times ``module.rotate_`` (checked against ``module``)
 
     def forward(self):
-        """The encoder on each input; forward alone, an encoder that rotates in place (``rotate_``)
-        rotates the workload's own inputs, as an inference engine rotates the q and k it just made."""
-        in_place = getattr(self.module, "rotate_", None) if not self.backward else None
-        if in_place is not None:
-            return tuple(in_place(t) for t in self.inputs)
+        """The encoder on each input; an in-place workload rotates its own inputs, as an inference
+        engine rotates the q and k it just made."""
+        if self.in_place:
+            return tuple(self.module.rotate_(t) for t in self.inputs)
         return tuple(self.module(t) for t in self.inputs)
 
     def _drop_grads(self):
@@ -173,6 +173,7 @@ def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, 
     work = Workload(record.name, record.kind, module, inputs, backward, device, grads)
     if not backward and hasattr(module, "rotate_"):
         check_in_place(record.name, module, inputs)
+        work.in_place = True
     for _ in range(max(warmup, 1)):
         work.call()
     start = time.perf_counter()
