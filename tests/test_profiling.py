@@ -360,7 +360,7 @@ def test_the_perf_benchmark_alternates_short_and_full_runs():
 def test_agreement_of_the_two_lengths_is_judged_against_what_noise_alone_gives(tmp_path):
     """A fourth run lands within three runs' spread of their median about three times in four; a
     short length that shifted every ratio one way shows in the sign test, a balanced one does not."""
-    from posenc.tools.perf_figures import expected_within, run_table_markdown, sign_test
+    from posenc.tools.perf_figures import expected_within, run_summary_markdown, run_table_markdown, sign_test
 
     assert 0.72 < expected_within(3) < 0.78 and expected_within(5) > expected_within(3)
     assert expected_within(3, full_repeat=3) > expected_within(3)  # a median of full runs moves less
@@ -374,6 +374,11 @@ def test_agreement_of_the_two_lengths_is_judged_against_what_noise_alone_gives(t
     text = " ".join(run_table_markdown(path).split())
     assert "for 0 of 12; within their spread alone for 0 (0%), where the same measurement made again would lie in 74%" in text, text
     assert "above the short runs' median for 12 of 12 (sign test: p = 0.00;" in text, text
+    data["rows"]["cpu forward: batch 8, seq 512 | rope_inplace"] = {"short": [0.95, 0.91, 1.16], "full": 1.0,
+                                                                    "noise": 0.3, "difference": 0.0}
+    path.write_text(json.dumps(data))
+    summary = " ".join(run_summary_markdown(path).split())
+    assert summary.endswith("`rope_inplace` (a C kernel, in place): ×copy 0.91-1.16 at batch 8."), summary
 
 
 def test_the_kernel_floors_compute_the_rope_they_stand_for_and_are_stated_per_batch():

@@ -278,6 +278,15 @@ def run_summary_markdown(path: Path = RUN_MEASUREMENTS) -> str:
     data = json.loads(Path(path).read_text())
     text = (f"The first line takes {statistics.median(data['short_wall']):.0f} s on {data['machine']} "
             f"({statistics.median(data['full_wall']):.0f} s at `--perf-length full`; {data['date']}).")
+    best = REFERENCES[0]
+    spans = []
+    for batch in (1, 8):
+        found = [row["short"] for key, row in data["rows"].items()
+                 if key.endswith(f"| {best}") and key.startswith(f"cpu forward: batch {batch},")]
+        if found:
+            spans.append(f"{min(found[0]):.2f}-{max(found[0]):.2f} at batch {batch}")
+    if spans:
+        text += f" `{best}` (a C kernel, in place): ×copy {', '.join(spans)}."
     return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False)) + "\n"
 
 
