@@ -55,9 +55,9 @@ def _bench_name(device, mode, batch, encoder) -> str:
 def _rounds(benchmark, work) -> int:
     """pytest-benchmark's rounds for ``work``: ``--benchmark-max-time`` over one timed call, at least
     ``--benchmark-min-rounds`` (both set by ``--perf-length`` unless given). A workload whose
-    forward alone fills that time at the least rounds takes them untimed."""
+    last warm-up call fills that time at the least rounds takes them without a further call."""
     least, most = int(getattr(benchmark, "_min_rounds", 5)), float(getattr(benchmark, "_max_time", 1.0))
-    if work.forward_seconds * least >= most:
+    if work.warmup_seconds * least >= most:
         return least
     start = time.perf_counter()
     work.call()
@@ -170,12 +170,13 @@ def test_tensorboard_summaries(perf_session):
 _TIMES: dict[str, dict[str, list[float]]] = {}
 
 
-def document_times(device: str) -> dict[str, list[float]]:
+def document_times(device: str, length: profiling.PerfLength) -> dict[str, list[float]]:
     """Per-round forward seconds of the documents' three encoders, batch 1, timed interleaved in this run."""
     if device not in _TIMES:
         works = {name: profiling.make_workload(get(name), device=device) for name in DOCUMENT_TABLE}
-        _TIMES[device] = profiling.interleaved_samples({n: w.call for n, w in works.items()}, min_time=2.0,
-                                                       min_rounds=30)
+        _TIMES[device] = profiling.interleaved_samples({n: w.call for n, w in works.items()},
+                                                       min_time=length.ranking_min_time,
+                                                       min_rounds=length.ranking_min_rounds)
     return _TIMES[device]
 
 
@@ -185,7 +186,7 @@ def test_forward_time_ranks_as_the_documents_table(record, device, perf_session)
     """Each claimed "faster than" is judged by the 95% interval of the time ratio of the two
     encoders over interleaved rounds: all of it past ``1 + PERF1_MARGIN`` (by more than the
     equivalence margin) holds, all of it below refutes, anything else is undecided."""
-    samples = document_times(device)
+    samples = document_times(device, profiling.PERF_LENGTHS[perf_session.length])
     times = {n: profiling.median(t) for n, t in samples.items()}
     chain = sorted(DOCUMENT_TABLE, key=lambda n: DOCUMENT_TABLE[n][0])  # claimed fastest first
     i = chain.index(record.name)

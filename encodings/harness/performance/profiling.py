@@ -40,7 +40,8 @@ DOC_SEQ, DOC_D_MODEL, DOC_HEADS = 512, 768, 12
 @dataclass(frozen=True)
 class PerfLength:
     """How long a perf run times each thing: a benchmark's rounds (``--benchmark-max-time``, at
-    least ``--benchmark-min-rounds``), the scaling table, ROPE-12's variants, the warm-up, LIN-1's curves."""
+    least ``--benchmark-min-rounds``), the scaling table, ROPE-12's variants, the warm-up, LIN-1's curves,
+    PERF-1's ranking."""
 
     benchmark_max_time: float  # each benchmark's rounds, with a same-run copy timed before each
     benchmark_min_rounds: int
@@ -51,12 +52,14 @@ class PerfLength:
     warmup: int  # calls of a benchmark's workload before it is timed
     curve_min_time: float  # LIN-1's timed curves (lengths interleaved), per module
     curve_min_rounds: int
+    ranking_min_time: float  # PERF-1's three encoders, interleaved
+    ranking_min_rounds: int
 
 
 #: ``--perf-length``: ``short`` bounds the rounds, which moves no ratio beyond its noise
 #: (``python -m posenc perf-benchmark`` measures both); ``full`` is pytest-benchmark's own length.
-PERF_LENGTHS = {"short": PerfLength(0.12, 3, 0.15, 3, 0.6, 6, 1, 0.3, 3),
-                "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2, 1.0, 5)}
+PERF_LENGTHS = {"short": PerfLength(0.12, 3, 0.15, 3, 0.6, 6, 1, 0.3, 3, 0.5, 30),
+                "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2, 1.0, 5, 2.0, 30)}
 
 
 def synchronize(device: str | torch.device) -> None:
@@ -83,7 +86,7 @@ class Workload:
     grads: tuple[torch.Tensor, ...] = ()
     min_bytes: int = 0
     static: dict = field(default_factory=dict)
-    forward_seconds: float = 0.0  # one forward, timed after the warm-up (a lower bound on a call)
+    warmup_seconds: float = 0.0  # the last warm-up call, timed (a call of this workload's own mode)
     in_place: bool = False  # forward alone times ``module.rotate_`` (checked against ``module``)
 
     def forward(self):
@@ -174,15 +177,12 @@ def make_workload(record: EncoderRecord, *, batch: int = 1, seq: int = DOC_SEQ, 
     if not backward and hasattr(module, "rotate_"):
         check_in_place(record.name, module, inputs)
         work.in_place = True
-    for _ in range(max(warmup, 1)):
-        work.call()
-    start = time.perf_counter()
-    with torch.no_grad():
-        outputs = work.forward()
-    synchronize(device)
-    work.forward_seconds = time.perf_counter() - start
+    for _ in range(max(warmup, 1)):  # the last call's outputs give the bytes; backward's match its grads
+        start = time.perf_counter()
+        outputs = work.call()
+        work.warmup_seconds = time.perf_counter() - start
     params = [p for p in module.parameters() if p.requires_grad]
-    once = tensor_bytes(inputs) + tensor_bytes(outputs) + tensor_bytes(params)
+    once = tensor_bytes(inputs) + tensor_bytes(grads if backward else outputs) + tensor_bytes(params)
     work.min_bytes = 2 * once if backward else once
     work.static = static_memory(module)
     return work

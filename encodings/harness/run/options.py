@@ -66,8 +66,8 @@ def addoptions(parser) -> None:
     group.addoption("--perf-threads", default=None,
                     help="torch.set_num_threads for the session (0: torch's default)")
     group.addoption("--perf-length", default=None,
-                    help="short (the default): each benchmark's rounds, the warm-up, the scaling table and "
-                         "ROPE-12 bounded (profiling.PERF_LENGTHS); full: pytest-benchmark's own length "
+                    help="short (the default): each benchmark's rounds, the warm-up, the scaling table, "
+                         "ROPE-12, LIN-1 and PERF-1 bounded (profiling.PERF_LENGTHS); full: pytest-benchmark's own length "
                          "(docs/findings/performance.md states how the ratios of the two agree)")
     group.addoption("--profile", action="store_true", default=False,
                     help="write torch.profiler traces and TensorBoard summaries for the perf specs")
