@@ -221,3 +221,34 @@ def test_an_in_place_path_that_is_not_forward_is_refused_before_it_is_timed(monk
     monkeypatch.setattr(InPlaceRotaryEmbedding, "rotate_", rotate_by_the_wrong_angle)
     with pytest.raises(ValueError, match="rope_inplace: rotate_ .in place. differs from forward"):
         profiling.make_workload(get("rope_inplace"), seq=32, d_model=64, n_heads=4)
+
+
+@requires_compiler
+def test_one_module_called_from_many_threads_rotates_each_call_right():
+    """Threads sharing one module fill and evict its kept tables and launches at once (more shapes
+    than it keeps): every call still equals the eager rotation, and none raises."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    native, eager = _pair()
+    shapes = [(1, seq, 2, 16) for seq in range(1, 25)]  # 24 shapes, 8 kept
+    inputs = [torch.randn(shape) for shape in shapes]
+    expected = [eager(x, offset=i % 3) for i, x in enumerate(inputs)]
+
+    def rotate_all(worker: int) -> int:
+        wrong = 0
+        for round_ in range(40):
+            for i in range(len(inputs)):
+                j = (i + worker * 5 + round_) % len(inputs)
+                x, offset = inputs[j], j % 3
+                got = native(x, offset=offset) if worker % 2 else native.rotate_(x.clone(), offset=offset)
+                wrong += not torch.allclose(got, expected[j], rtol=1e-5, atol=1e-6)
+        return wrong
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            assert sum(pool.map(rotate_all, range(4))) == 0
+    finally:
+        sys.setswitchinterval(interval)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 import warnings
 
 import torch
@@ -33,6 +34,7 @@ from .build import KernelUnavailable, load
 
 _SYMBOLS = {torch.float32: "rope_f32", torch.float64: "rope_f64"}
 _KEPT = 8  # default-position tables and launches kept per module (one per shape and offset)
+_KEEPING = threading.Lock()  # threads sharing a module fill and evict its kept entries one at a time
 
 
 @functools.cache
@@ -86,9 +88,10 @@ class _Rotation(torch.autograd.Function):
 
 
 def _kept(cache: dict, key, value):
-    if key not in cache and len(cache) >= _KEPT:
-        cache.pop(next(iter(cache)), None)
-    cache[key] = value
+    with _KEEPING:
+        if key not in cache and len(cache) >= _KEPT:
+            cache.pop(next(iter(cache)), None)
+        cache[key] = value
     return value
 
 
@@ -128,8 +131,9 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         return True
 
     def _coefficients(self, pos: torch.Tensor, dtype: torch.dtype, default: tuple | None):
-        if default is not None and default in self._tables:
-            return self._tables[default]
+        kept = self._tables.get(default) if default is not None else None  # one lookup: a thread may evict
+        if kept is not None:
+            return kept
         tables = _coefficients(*self.cos_sin(pos, angle_dtype(dtype)), dtype)
         return _kept(self._tables, default, tables) if default is not None else tables
 
