@@ -75,6 +75,48 @@ def test_a_tensor_streamed_from_memory_is_rotated_as_one_read_from_cache(shape, 
 
 
 @requires_compiler
+@pytest.mark.parametrize("head_dim", [2, 6, 16, 24, 64, 70])
+@pytest.mark.parametrize("streamed", [0, 1 << 40], ids=["streamed", "from-cache"])
+def test_both_loop_orders_rotate_alike_at_every_head_size(monkeypatch, head_dim, streamed):
+    """The loop order is chosen by size alone: forced either way, small tensors give the eager rotation."""
+    from posenc.encoders.native import inplace
+
+    monkeypatch.setattr(inplace, "streamed_above", lambda: streamed)
+    native = InPlaceRotaryEmbedding(head_dim)
+    eager = RotaryEmbedding(head_dim, layout="interleaved")
+    x = torch.randn(2, 11, 3, head_dim)
+    torch.testing.assert_close(native(x, offset=5), eager(x, offset=5))
+    torch.testing.assert_close(native.rotate_(x.clone(), offset=5), eager(x, offset=5))
+
+
+def test_the_last_level_cache_is_the_core_s_as_sysfs_lists_it(tmp_path, monkeypatch):
+    """The largest data or unified level wins; instruction caches and unreadable entries do not count;
+    with none listed, sysconf, and without that a fixed size."""
+    from posenc.encoders.native import caches
+
+    for index, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"),
+                                                 (2, "Unified", "512K"), (3, "Unified", "32768K"),
+                                                 (4, "Instruction", "1G")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, text in (("level", f"{level}\n"), ("type", f"{kind}\n"), ("size", f"{size}\n")):
+            (folder / name).write_text(text)
+    (tmp_path / "index9").mkdir()  # unreadable: skipped
+    assert caches.sysfs_last_level_bytes(tmp_path) == 32 << 20
+    assert caches.parse_size("1M") == 1 << 20 and caches.parse_size("4096") == 4096
+    with pytest.raises(ValueError, match="not a cache size"):
+        caches.parse_size("lots")
+    assert caches.sysfs_last_level_bytes(tmp_path / "none") is None
+    monkeypatch.setattr(caches, "sysfs_last_level_bytes", lambda: None)
+    monkeypatch.setattr(caches.os, "sysconf", lambda name: 0)
+    caches.last_level_cache_bytes.cache_clear()
+    try:
+        assert caches.last_level_cache_bytes() == caches.FALLBACK_BYTES
+    finally:
+        caches.last_level_cache_bytes.cache_clear()
+
+
+@requires_compiler
 def test_double_backward_goes_through_the_kernel():
     native, _ = _pair(torch.float64)
     x = torch.randn(2, 5, 3, 16, dtype=torch.float64, requires_grad=True)

@@ -31,6 +31,7 @@ from ..fused import strict_compilation
 from ..positions import angle_dtype, resolve_positions
 from ..rotary import RotaryEmbedding, _check_heads_input
 from .build import KernelUnavailable, load
+from .caches import last_level_cache_bytes
 
 _SYMBOLS = {torch.float32: "rope_f32", torch.float64: "rope_f64"}
 _KEPT = 8  # default-position tables and launches kept per module (one per shape and offset)
@@ -40,9 +41,14 @@ _KEEPING = threading.Lock()  # threads sharing a module fill and evict its kept 
 @functools.cache
 def _kernel(dtype: torch.dtype):
     function = getattr(load("rope_kernel"), _SYMBOLS[dtype])
-    function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_int]
+    function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_int, ctypes.c_int64]
     function.restype = None
     return function
+
+
+def streamed_above() -> int:
+    """Bytes of ``x`` above which the kernel streams it from memory: a quarter of the last-level cache."""
+    return last_level_cache_bytes() // 4
 
 
 def _coefficients(cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,9 +65,10 @@ def _launch(shape: torch.Size, dtype: torch.dtype, table: torch.Tensor):
     of ``y`` (``x``'s own address: in place)."""
     batch, seq, heads, dim = shape
     kernel, table_address, table_rows = _kernel(dtype), table.data_ptr(), table.shape[0]
+    streamed = streamed_above()
 
     def launch(source: int, target: int) -> None:
-        kernel(source, target, table_address, table_rows, batch * seq, heads, dim, torch.get_num_threads())
+        kernel(source, target, table_address, table_rows, batch * seq, heads, dim, torch.get_num_threads(), streamed)
 
     launch.table = table  # kept alive with the launch
     return launch

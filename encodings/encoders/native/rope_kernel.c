@@ -8,7 +8,6 @@
  * x lies); vectors through GCC/Clang vector extensions (the compiler picks AVX2, AVX-512 or NEON),
  * a scalar loop for the rest of a head. */
 #include <stdint.h>
-#include <unistd.h>
 
 #if defined(__clang__)
 #define SWAP8(v) __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6)
@@ -20,30 +19,18 @@ typedef int64_t i64x4 __attribute__((vector_size(32)));
 #define SWAP4(v) __builtin_shuffle(v, (i64x4){1, 0, 3, 2})
 #endif
 
-/* Tensors above a quarter of the last-level cache stream from memory: their heads are taken in
- * order, one vector at a time, an access the hardware's prefetchers follow. Smaller ones are read
- * from cache, where loads are what costs: the coefficients of a cache line are loaded once per
- * row and held in registers over the heads. */
-static int64_t streamed_bytes(void) {
-    static int64_t bytes = 0;
-    if (bytes == 0) {
-        long cache = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-        cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-        bytes = cache > 0 ? cache / 4 : 4 << 20;
-    }
-    return bytes;
-}
-
+/* x above streamed_above bytes (a quarter of the last-level cache, caches.py) streams from memory:
+ * its heads are taken in order, one vector at a time, an access the hardware's prefetchers follow.
+ * Smaller ones are read from cache, where loads are what costs: the coefficients of a cache line
+ * are loaded once per row and held in registers over the heads. */
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
 #define ROPE(NAME, T, VEC, LANES, SWAP)                                                             \
     void NAME(const T *x, T *y, const T *table, int64_t table_rows, int64_t rows, int64_t heads,   \
-              int64_t dim, int threads) {                                                          \
+              int64_t dim, int threads, int64_t streamed_above) {                                  \
         const int64_t width = heads * dim;                                                         \
-        const int streamed = rows * width * (int64_t)sizeof(T) > streamed_bytes();                 \
+        const int streamed = rows * width * (int64_t)sizeof(T) > streamed_above;                   \
         _Pragma("omp parallel for schedule(static) num_threads(threads) if(threads > 1 && rows * width >= 32768)") \
         for (int64_t r = 0; r < rows; r++) {                                                       \
             const T *C = table + (r % table_rows) * 2 * dim, *S = C + dim;                         \
