@@ -52,11 +52,11 @@ def streamed_above() -> int:
 
 
 def _coefficients(cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(rows, 2·d)`` tables ``[C | S]`` and ``[C | −S]`` (the inverse rotation) from (B|1, S, d/2) cos, sin."""
-    c = cos.reshape(-1, cos.shape[-1]).repeat_interleave(2, dim=-1)
-    s = torch.stack((-sin, sin), dim=-1).reshape(c.shape)
-    forward = torch.cat((c, s), dim=-1).to(dtype).contiguous()
-    inverse = torch.cat((c, -s), dim=-1).to(dtype).contiguous()
+    """``(rows, d)`` tables ``[cos | sin]`` and ``[cos | −sin]`` (the inverse rotation) from (B|1, S, d/2)
+    cos, sin; the kernel makes ``C`` and ``S`` from them in registers."""
+    cos, sin = cos.reshape(-1, cos.shape[-1]), sin.reshape(-1, sin.shape[-1])
+    forward = torch.cat((cos, sin), dim=-1).to(dtype).contiguous()
+    inverse = torch.cat((cos, -sin), dim=-1).to(dtype).contiguous()
     return forward, inverse
 
 
@@ -65,10 +65,10 @@ def _launch(shape: torch.Size, dtype: torch.dtype, table: torch.Tensor):
     of ``y`` (``x``'s own address: in place)."""
     batch, seq, heads, dim = shape
     kernel, table_address, table_rows = _kernel(dtype), table.data_ptr(), table.shape[0]
-    streamed = streamed_above()
+    rows, streamed, threads = batch * seq, streamed_above(), torch.get_num_threads
 
     def launch(source: int, target: int) -> None:
-        kernel(source, target, table_address, table_rows, batch * seq, heads, dim, torch.get_num_threads(), streamed)
+        kernel(source, target, table_address, table_rows, rows, heads, dim, threads(), streamed)
 
     launch.table = table  # kept alive with the launch
     return launch
@@ -102,10 +102,14 @@ def _kept(cache: dict, key, value):
     return value
 
 
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_bump_version = torch.autograd.graph.increment_version
+
+
 def _traced(x: torch.Tensor) -> bool:
     """Forward-mode AD or a torch.func transform sees ``x``: the kernel, which writes raw memory,
     would drop its tangent, so the eager rotation runs."""
-    return forward_ad._current_level >= 0 or torch._C._functorch.is_functorch_wrapped_tensor(x)
+    return forward_ad._current_level >= 0 or _wrapped(x)
 
 
 class InPlaceRotaryEmbedding(RotaryEmbedding):
@@ -182,9 +186,10 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
             if traced or not self._native(x, pos):
                 return x.copy_(super().forward(x, pos))
             launch = self._new_launch(x, pos, default, offset)
-        launch(x.data_ptr(), x.data_ptr())
+        address = x.data_ptr()
+        launch(address, address)
         if not inference:
-            torch.autograd.graph.increment_version(x)
+            _bump_version(x)
         return x
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
