@@ -188,12 +188,23 @@ def expected_within(repeat: int, full_repeat: int = 1, draws: int = 20000) -> fl
     return hits / draws
 
 
-def sign_test(above: int, total: int) -> float:
-    """Two-sided p-value of ``above`` of ``total`` on one side, if each side had probability ½."""
-    from math import comb
+def run_levels(rows: list[dict], repeat: int) -> list[float]:
+    """Each short run's level: the median over the benchmarks of its ×copy over the full run's. A
+    run's ratios move together with the machine, so two runs differ as a whole by its drift."""
+    return [statistics.median(r["short"][i] / r["full"] for r in rows) for i in range(repeat)]
 
-    tail = min(above, total - above)
-    return min(1.0, 2 * sum(comb(total, k) for k in range(tail + 1)) / 2**total)
+
+def _level_sentence(rows: list[dict], repeat: int) -> str:
+    levels = run_levels(rows, repeat)
+    above = sum(r["full"] > statistics.median(r["short"]) for r in rows)
+    offset, span = abs(statistics.median(levels) - 1), max(levels) - min(levels)
+    verdict = ("within what the short runs differ by among themselves: the machine's drift between runs, which one "
+               "full run cannot tell from a shift made by the short length" if offset <= span else
+               "beyond what the short runs differ by among themselves: a shift the short length may have made")
+    return (f"The full run lies above the short runs' median for {above} of {len(rows)}. A run's ratios move "
+            f"together: each short run's ×copy over the full run's, median over the benchmarks, is "
+            f"{', '.join(f'{v:.2f}' for v in levels)}; the full run is {offset:.0%} from their median, they span "
+            f"{span:.0%}, {verdict}.")
 
 
 def _reference_lines(data: dict) -> list[str]:
@@ -216,7 +227,6 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
     median = statistics.median
     rows = list(data["rows"].values())
     within = sum(_within(r) for r in rows)
-    above = sum(r["full"] > median(r["short"]) for r in rows)
     alone = sum(r["difference"] <= r["noise"] for r in rows)
     differences = sorted(r["difference"] for r in rows)
     noises = sorted(r["noise"] for r in rows)
@@ -237,9 +247,8 @@ def run_table_markdown(path: Path = RUN_MEASUREMENTS) -> str:
                             f"the same measurement made again would lie in "
                             f"{expected_within(len(data['short_wall']), len(data['full_wall'])):.0%} of cases "
                             f"(Gaussian noise, simulated). "
-                            f"The full run lies above the short runs' median for {above} of {len(rows)} (sign "
-                            f"test: p = {sign_test(above, len(rows)):.2f}; a short length that shifted the ratios "
-                            f"would put most on one side). The short runs' spread: median {median(noises):.1%}, "
+                            f"{_level_sentence(rows, len(data['short_wall']))} "
+                            f"The short runs' spread: median {median(noises):.1%}, "
                             f"largest {noises[-1]:.1%}; the difference from the full run: median "
                             f"{median(differences):.1%}, largest {differences[-1]:.1%}.", 100,
                             break_on_hyphens=False), "",
