@@ -37,12 +37,23 @@ def test_the_kernel_is_the_eager_rotation_with_its_gradient(dtype, heads, seq):
     native, eager = _pair(dtype)
     x = torch.randn(2, seq, heads, 16, dtype=dtype, requires_grad=True)
     positions = torch.randint(0, 5000, (2, seq))
-    for call in (dict(), dict(positions=positions), dict(offset=70_001)):
-        y, expected = native(x, **call), eager(x, **call)
+    for call in (dict(), dict(positions=positions), dict(offset=70_001), dict(), dict(offset=70_001)):
+        y, expected = native(x, **call), eager(x, **call)  # again: the tables kept from the first
         torch.testing.assert_close(y, expected)
         grad = torch.randn_like(y)
         torch.testing.assert_close(torch.autograd.grad(y, x, grad)[0], torch.autograd.grad(expected, x, grad)[0])
     assert native.backends == {("cpu", dtype): "native"}
+
+
+@requires_compiler
+def test_a_kept_table_is_not_taken_for_an_input_of_another_head_size():
+    native, eager = _pair()
+    x = torch.randn(2, 9, 3, 16, requires_grad=True)
+    torch.testing.assert_close(native(x), eager(x))
+    with pytest.raises(ValueError, match="head_dim"):
+        native(torch.randn(2, 9, 3, 8, requires_grad=True))
+    more_heads = torch.randn(1, 9, 5, 16, requires_grad=True)  # same length: the table serves any heads and batch
+    torch.testing.assert_close(native(more_heads), eager(more_heads))
 
 
 @requires_compiler

@@ -162,6 +162,12 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
             return None
         return self._launches.get((x.dtype, x.shape, offset))
 
+    def _kept_tables(self, x: torch.Tensor, positions, offset):
+        """The tables of an earlier call at default positions with this dtype, length and offset."""
+        if positions is not None or type(offset) is not int or not x.is_cpu or x.dim() != 4:
+            return None
+        return self._tables.get((x.dtype, x.shape[1], offset))
+
     def _new_launch(self, x: torch.Tensor, pos: torch.Tensor, default: tuple | None, offset: int):
         launch = _launch(x.shape, x.dtype, self._coefficients(pos, x.dtype, default)[0])
         if default is not None:
@@ -194,6 +200,10 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int = 0):
         graph, traced = x.requires_grad and torch.is_grad_enabled(), _traced(x)
+        tables = self._kept_tables(x, positions, offset) if graph and not traced else None
+        if tables is not None:  # a graph at default positions seen before: no positions to make
+            _check_heads_input(x, self.head_dim)
+            return _Rotation.apply(x, *tables)
         launch = None if graph or traced else self._kept_launch(x, positions, offset)
         if launch is not None and x.is_contiguous():  # no graph to record: the kernel straight into y
             return _rotated(x, launch)
