@@ -62,8 +62,15 @@ PERF_LENGTHS = {"short": PerfLength(0.12, 3, 0.15, 3, 0.6, 6, 1, 0.3, 3, 0.5, 30
                 "full": PerfLength(1.0, 5, 1.0, 5, 2.0, 30, 2, 1.0, 5, 2.0, 30)}
 
 
+@functools.cache
+def _on_cuda(device: str | torch.device) -> bool:
+    return torch.device(device).type == "cuda"
+
+
 def synchronize(device: str | torch.device) -> None:
-    if torch.device(device).type == "cuda":
+    """Wait for ``device``'s queued work; on CPU nothing to wait for (asked once per device, since a
+    timed call of tens of microseconds would otherwise time the question)."""
+    if _on_cuda(device):
         torch.cuda.synchronize(device)
 
 
