@@ -112,6 +112,14 @@ def _traced(x: torch.Tensor) -> bool:
     return forward_ad._current_level >= 0 or _wrapped(x)
 
 
+def _table_key(x: torch.Tensor, positions, offset) -> tuple | None:
+    """What a table at default positions is kept by, ``(dtype, length, offset)``; None for given
+    positions, an offset that is not an int, or a tensor off the CPU (nothing is kept for them)."""
+    if positions is not None or type(offset) is not int or not x.is_cpu:
+        return None
+    return x.dtype, x.shape[1], offset
+
+
 class InPlaceRotaryEmbedding(RotaryEmbedding):
     """Interleaved RoPE on ``(batch, seq, heads, head_dim)`` by a C kernel that works in place.
 
@@ -152,21 +160,18 @@ class InPlaceRotaryEmbedding(RotaryEmbedding):
         _check_heads_input(x, self.head_dim)
         pos = resolve_positions(x.shape[0], x.shape[1], positions, offset, x.device,
                                 angle_dtype=angle_dtype(x.dtype))
-        default = (x.dtype, x.shape[1], offset) if positions is None else None
-        return pos, default
+        return pos, _table_key(x, positions, offset)
 
     def _kept_launch(self, x: torch.Tensor, positions, offset):
         """The launch of an earlier call at default positions with this shape, dtype and offset: its
         input was checked then. None where there is none."""
-        if positions is not None or type(offset) is not int or not x.is_cpu:
-            return None
-        return self._launches.get((x.dtype, x.shape, offset))
+        key = _table_key(x, positions, offset)
+        return self._launches.get((x.dtype, x.shape, offset)) if key is not None else None
 
     def _kept_tables(self, x: torch.Tensor, positions, offset):
         """The tables of an earlier call at default positions with this dtype, length and offset."""
-        if positions is not None or type(offset) is not int or not x.is_cpu or x.dim() != 4:
-            return None
-        return self._tables.get((x.dtype, x.shape[1], offset))
+        key = _table_key(x, positions, offset) if x.dim() == 4 else None
+        return self._tables.get(key) if key is not None else None
 
     def _new_launch(self, x: torch.Tensor, pos: torch.Tensor, default: tuple | None, offset: int):
         launch = _launch(x.shape, x.dtype, self._coefficients(pos, x.dtype, default)[0])
